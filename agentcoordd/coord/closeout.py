@@ -1,0 +1,241 @@
+"""Terminal lane closeout: the version-2 lane_closed event and lane stamping.
+
+The lane_closed id is a deterministic reservation per (batch, lane), written
+create-only: the first closeout is authoritative, an identical retry succeeds,
+a conflicting one is refused. After the event, the registered lane is stamped
+and the batch completes when its last lane closes; a retry converges both.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agentcoordd.coord.common import CAS_ATTEMPTS, contention, text_field
+from agentcoordd.coord.context import Ctx
+from agentcoordd.model import ids
+from agentcoordd.model.errors import UsageError
+from agentcoordd.model.identity import stamp_attribution
+from agentcoordd.model.records import LANE_CLOSED_SCHEMA_VERSION, Batch, LaneClosed, load
+from agentcoordd.model.status import LANE_TERMINALS
+from agentcoordd.model.timefmt import format_ts
+from agentcoordd.store.base import Conflict, NotFound
+
+DEFAULT_WORKSPACE = "default"
+_URL = re.compile(r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+(?:[/?#]|$)")
+# What makes two closeouts "the same": anything else may differ on a retry.
+_IDENTITY_FIELDS = ("terminal", "repo", "target", "lane", "workspace")
+# Lane fields stamped from the authoritative lane_closed event.
+_LANE_STAMP_FIELDS = ("terminal", "closed_by", "workspace", "pr_state", "evidence_url")
+
+
+def check_terminal(terminal: str | None) -> str:
+    if terminal is None:
+        raise UsageError("missing required --terminal")
+    if terminal not in LANE_TERMINALS:
+        raise UsageError(f"invalid --terminal {terminal!r} (allowed: {', '.join(LANE_TERMINALS)})")
+    return terminal
+
+
+def check_url(flag: str, value: str | None) -> str | None:
+    if value is not None and (_URL.match(value) is None or len(value) > 2048):
+        raise UsageError(f"invalid {flag}: must be an http(s) URL")
+    return value
+
+
+async def read_batch(ctx: Ctx, batch_id: str) -> tuple[dict[str, Any], str] | None:
+    """The stored manifest object and its version, or None when unregistered."""
+    path = ids.batch_path(batch_id)
+    current = await ctx.store.get(path)
+    if current is None:
+        return None
+    load(Batch, current.data, path)
+    return current.data, current.version
+
+
+def _lanes(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    lanes = manifest.get("lanes")
+    return [lane for lane in lanes if isinstance(lane, dict)] if isinstance(lanes, list) else []
+
+
+def resolve_lane(manifest: dict[str, Any], *, target: str | None, owner: str | None) -> str | None:
+    """The registered lane a target (else an owner) identifies uniquely, or None."""
+    lanes = _lanes(manifest)
+    if target:
+        by_target = [lane for lane in lanes if target in (lane.get("targets") or [])]
+        if len(by_target) == 1:
+            return by_target[0].get("name")
+        if by_target:
+            return None
+    if owner:
+        by_owner = [lane for lane in lanes if lane.get("owner") == owner]
+        if len(by_owner) == 1:
+            return by_owner[0].get("name")
+    return None
+
+
+async def close_lane(
+    ctx: Ctx,
+    *,
+    batch_id: str,
+    lane: str | None,
+    agent_id: str,
+    repo: str,
+    target: str,
+    terminal: str,
+    branch: str | None,
+    pr_state: str | None,
+    evidence_url: str | None,
+    workspace: str | None,
+    meta_fields: dict[str, Any],
+    message: str | None = None,
+) -> tuple[str, dict[str, Any], str]:
+    """Write (or find) the lane's lane_closed record; returns (action, event, path)."""
+    check_terminal(terminal)
+    check_url("--evidence-url", evidence_url)
+    check_url("--pr-url", meta_fields.get("pr_url"))
+    text_field("pr_state", pr_state)
+    workspace = text_field("workspace", workspace) or DEFAULT_WORKSPACE
+    stored = await read_batch(ctx, batch_id)
+    if lane is None:
+        lane = resolve_lane(stored[0], target=target, owner=agent_id) if stored else None
+        if lane is None:
+            raise UsageError(
+                f"cannot tell which lane of batch {batch_id} {repo}#{target} closes; pass --lane"
+            )
+    ids.lane_name(lane)
+    machine = ctx.identity.machine_id or meta_fields.get("host")
+    if not machine:
+        raise UsageError(
+            "terminal closeout needs a machine for closed_by: set AGENT_COORD_MACHINE_ID or pass --host"
+        )
+    event_id = ids.lane_closed_event_id(lane)
+    path = ids.event_path(batch_id, event_id)
+    event: dict[str, Any] = {
+        "schema_version": LANE_CLOSED_SCHEMA_VERSION,
+        "event_id": event_id,
+        "batch_id": batch_id,
+        "type": "lane_closed",
+        "lane": lane,
+        "agent_id": agent_id,
+        "repo": repo,
+        "target": target,
+        **({"branch": branch} if branch else {}),
+        "terminal": terminal,
+        **({"pr_state": pr_state} if pr_state else {}),
+        **({"evidence_url": evidence_url} if evidence_url else {}),
+        "workspace": workspace,
+        "closed_by": {"agent_id": agent_id, "machine": machine},
+        **meta_fields,
+        **({"message": message} if message else {}),
+        "at": format_ts(ctx.clock.now()),
+    }
+    event = stamp_attribution(event, ctx.identity)
+    load(LaneClosed, event, path)
+    action = "closed"
+    try:
+        await ctx.store.create(path, event)
+    except Conflict:
+        existing = await ctx.store.get(path)
+        if existing is None:  # deleted between the two calls (gc): try once more
+            await ctx.store.create(path, event)
+        else:
+            first = load(LaneClosed, existing.data, path)
+            same = all(
+                existing.data.get(f) == event.get(f) for f in _IDENTITY_FIELDS
+            ) and first.closed_by.agent_id == agent_id
+            if not same:
+                raise UsageError(
+                    f"conflicting terminal closeout for lane {lane}; first closeout is authoritative"
+                ) from None
+            event, action = existing.data, "already_closed"
+    if stored is not None:
+        await stamp_lane(ctx, batch_id, lane, event)
+    else:
+        ctx.warn(f"batch {batch_id} is not registered; no lane to stamp for {lane}")
+    return action, event, path
+
+
+async def stamp_lane(ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) -> None:
+    """Mark the registered lane closed; the last closed lane completes the batch."""
+    path = ids.batch_path(batch_id)
+    for _ in range(CAS_ATTEMPTS):
+        stored = await read_batch(ctx, batch_id)
+        if stored is None:
+            return
+        manifest, version = stored
+        updated = _stamped(manifest, lane, event, format_ts(ctx.clock.now()))
+        if updated is None:
+            return  # already converged: nothing to write
+        try:
+            await ctx.store.replace(path, updated, version)
+            return
+        except Conflict:
+            continue
+        except NotFound:
+            return
+    raise contention(path)
+
+
+def _stamped(manifest: dict[str, Any], lane: str, event: dict[str, Any], now: str) -> dict | None:
+    lanes = manifest.get("lanes")
+    if not isinstance(lanes, list):
+        return None
+    new_lanes: list[Any] = []
+    changed = False
+    for entry in lanes:
+        if isinstance(entry, dict) and entry.get("name") == lane and entry.get("terminal") is None:
+            entry = dict(entry, status=event["terminal"], closed_at=event["at"])
+            entry.update({f: event[f] for f in _LANE_STAMP_FIELDS if f in event})
+            changed = True
+        new_lanes.append(entry)
+    out = dict(manifest, lanes=new_lanes)
+    if out.get("status") != "completed" and new_lanes and all(
+        isinstance(e, dict) and e.get("terminal") for e in new_lanes
+    ):
+        out.update(status="completed", completed_at=now)
+        changed = True
+    if not changed:
+        return None
+    out["updated_at"] = now
+    return out
+
+
+async def record_lane_closed(
+    ctx: Ctx,
+    *,
+    batch_id: str,
+    lane: str | None,
+    agent_id: str | None,
+    repo: str | None,
+    target: str | None,
+    branch: str | None,
+    terminal: str | None,
+    pr_state: str | None,
+    evidence_url: str | None,
+    workspace: str | None,
+    meta_fields: dict[str, Any],
+    message: str | None,
+) -> dict[str, Any]:
+    """The explicit producer path: record-event --type lane_closed --terminal …"""
+    check_terminal(terminal)
+    for flag, value in (("--agent-id", agent_id), ("--repo", repo), ("--target", target)):
+        if value is None:
+            raise UsageError(f"--type lane_closed requires {flag}")
+    assert agent_id is not None and repo is not None and target is not None and terminal is not None
+    action, event, path = await close_lane(
+        ctx,
+        batch_id=batch_id,
+        lane=lane,
+        agent_id=agent_id,
+        repo=repo,
+        target=target,
+        terminal=terminal,
+        branch=branch,
+        pr_state=pr_state,
+        evidence_url=evidence_url,
+        workspace=workspace,
+        meta_fields=meta_fields,
+        message=message,
+    )
+    return {"action": "recorded" if action == "closed" else action, "path": path, "event": event}

@@ -1,0 +1,58 @@
+"""Small pieces every use case shares: metadata merging and bounded CAS retries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from agentcoordd.model.errors import OperationalError, UsageError
+from agentcoordd.model.records import Metadata
+
+# A lost CAS race re-reads and decides again; only persistent contention is exit 2.
+CAS_ATTEMPTS = 12
+
+MAX_FIELD_BYTES = 8192
+
+
+def metadata_fields(meta: Metadata) -> dict[str, Any]:
+    """The metadata options the caller actually passed (unset ones are absent)."""
+    fields = msgspec.to_builtins(meta)
+    for name, value in fields.items():
+        if isinstance(value, str):
+            text_field(name, value)
+    kind = fields.get("synthetic_kind")
+    if kind is not None and not fields.get("synthetic"):
+        raise UsageError("--synthetic-kind requires --synthetic")
+    return fields
+
+
+def text_field(name: str, value: str | None, *, required: bool = False) -> str | None:
+    """Free-text payload fields: non-empty when given, bounded, valid UTF-8."""
+    if value is None:
+        if required:
+            raise UsageError(f"missing required --{name.replace('_', '-')}")
+        return None
+    if not value.strip():
+        raise UsageError(f"--{name.replace('_', '-')} must not be empty")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise UsageError(f"--{name.replace('_', '-')} is not valid UTF-8") from None
+    if size > MAX_FIELD_BYTES or "\x00" in value:
+        raise UsageError(f"--{name.replace('_', '-')} is too long or contains NUL")
+    return value
+
+
+def positive_ttl(ttl: int | None, default: int) -> int:
+    if ttl is None:
+        return default
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0 or ttl > 10 * 365 * 86400:
+        raise UsageError(f"--ttl must be a positive number of seconds: {ttl}")
+    return ttl
+
+
+def contention(path: str) -> OperationalError:
+    return OperationalError(
+        f"storage contention on {path}: compare-and-swap kept failing; state is UNKNOWN, retry"
+    )

@@ -1,0 +1,27 @@
+"""What every use case receives: a store, a clock and the caller's identity."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agentcoordd.model.identity import Identity
+from agentcoordd.store.base import Store
+
+
+class Clock(Protocol):
+    def now(self) -> dt.datetime: ...
+
+
+@dataclass
+class Ctx:
+    """One command's context. Warnings go to the caller's stderr, never fail it."""
+
+    store: Store
+    clock: Clock
+    identity: Identity = field(default_factory=Identity)
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)

@@ -1,0 +1,179 @@
+"""Ordinary events: explicit record-event and the auto-emitted lifecycle events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentcoordd.coord import closeout
+from agentcoordd.coord.common import metadata_fields, text_field
+from agentcoordd.coord.context import Ctx
+from agentcoordd.model import ids
+from agentcoordd.model.errors import CoordError, UsageError
+from agentcoordd.model.identity import stamp_attribution
+from agentcoordd.model.records import SCHEMA_VERSION, Event, Metadata, load
+from agentcoordd.model.status import normalize_status
+from agentcoordd.model.timefmt import format_ts, new_event_id
+from agentcoordd.store.base import Conflict
+
+# The four typed operational signals: required fields and their allowed values
+# (None = free-form but required and non-empty).
+TYPED_EVENTS: dict[str, dict[str, frozenset[str] | None]] = {
+    "help_requested": {"reason": frozenset({"blocked-user-input", "question", "permission"})},
+    "escalation_requested": {"from_route": None, "to_route": None, "evidence": None},
+    "error": {
+        "severity": frozenset({"P0", "P1", "P2", "P3"}),
+        "category": None,
+        "message": None,
+    },
+    "human_intervention": {"kind": frozenset({"takeover", "supersede", "manual-fix", "drain"})},
+}
+TYPED_FIELDS = ("reason", "from_route", "to_route", "evidence", "severity", "category", "kind")
+_ID_ATTEMPTS = 5
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def typed_payload(event_type: str, typed: dict[str, str], message: str | None) -> dict[str, str]:
+    """Validate typed fields strictly for the four typed types; pass others through."""
+    unknown = set(typed) - set(TYPED_FIELDS)
+    if unknown:
+        raise UsageError(f"unknown typed event field: {sorted(unknown)[0]}")
+    fields = {k: text_field(k, v) for k, v in typed.items() if v is not None}
+    rules = TYPED_EVENTS.get(event_type)
+    if rules is None:
+        return fields  # free-form types stay unvalidated, as before
+    for name in fields:
+        if name not in rules:
+            raise UsageError(f"{_flag(name)} is not a field of --type {event_type}")
+    present = dict(fields, message=message) if message is not None else fields
+    for name, allowed in rules.items():
+        value = present.get(name)
+        if value is None:
+            raise UsageError(f"--type {event_type} requires {_flag(name)}")
+        if allowed is not None and value not in allowed:
+            raise UsageError(
+                f"invalid {_flag(name)} {value!r} for --type {event_type} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
+    return fields
+
+
+async def write_event(ctx: Ctx, batch_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """Append one ordinary event under events/<batch-id>/ with a fresh id."""
+    for _ in range(_ID_ATTEMPTS):
+        moment = ctx.clock.now()
+        event_id = new_event_id(moment)
+        record = {
+            "schema_version": SCHEMA_VERSION,
+            "event_id": event_id,
+            "batch_id": batch_id,
+            **fields,
+            "at": format_ts(moment),
+        }
+        record = stamp_attribution(record, ctx.identity)
+        path = ids.event_path(batch_id, event_id)
+        load(Event, record, path)
+        try:
+            await ctx.store.create(path, record)
+        except Conflict:
+            continue  # an id collision: draw a new random suffix
+        return {"path": path, "event": record}
+    raise UsageError("could not allocate a unique event id")  # pragma: no cover
+
+
+async def emit(ctx: Ctx, batch_id: str | None, event_type: str, fields: dict[str, Any]) -> dict | None:
+    """Best-effort lifecycle event: a failure warns and never fails the command."""
+    if not batch_id:
+        return None
+    try:
+        return await write_event(ctx, batch_id, {"type": event_type, **fields})
+    except CoordError as exc:
+        ctx.warn(f"could not record {event_type} event for batch {batch_id}: {exc.message}")
+    except OSError as exc:
+        ctx.warn(f"could not record {event_type} event for batch {batch_id}: {exc}")
+    return None
+
+
+async def record_event(
+    ctx: Ctx,
+    *,
+    batch_id: str,
+    type: str,
+    lane: str | None = None,
+    agent_id: str | None = None,
+    repo: str | None = None,
+    target: str | None = None,
+    branch: str | None = None,
+    status: str | None = None,
+    message: str | None = None,
+    meta: Metadata = Metadata(),
+    typed: dict[str, str] | None = None,
+    terminal: str | None = None,
+    pr_state: str | None = None,
+    evidence_url: str | None = None,
+    workspace: str | None = None,
+) -> dict[str, Any]:
+    """record-event: append an immutable batch or lane event."""
+    ids.batch_id(batch_id)
+    event_type = text_field("type", type, required=True)
+    assert event_type is not None
+    if lane is not None:
+        ids.lane_name(lane)
+    if agent_id is not None:
+        ids.agent_id(agent_id)
+    if repo is not None:
+        ids.repo(repo)
+    if target is not None:
+        ids.target(target)
+    if target is not None and repo is None:
+        raise UsageError("--target requires --repo")
+    meta_fields = metadata_fields(meta)
+    text_field("branch", branch)
+    text_field("message", message)
+
+    if event_type == "lane_closed":
+        if typed and any(v is not None for v in typed.values()):
+            raise UsageError("typed event fields do not apply to --type lane_closed")
+        return await closeout.record_lane_closed(
+            ctx,
+            batch_id=batch_id,
+            lane=lane,
+            agent_id=agent_id,
+            repo=repo,
+            target=target,
+            branch=branch,
+            terminal=terminal,
+            pr_state=pr_state,
+            evidence_url=evidence_url,
+            workspace=workspace,
+            meta_fields=meta_fields,
+            message=message,
+        )
+    if terminal is not None or pr_state is not None or evidence_url is not None or workspace is not None:
+        raise UsageError("--terminal, --pr-state, --evidence-url and --workspace need --type lane_closed")
+
+    fields: dict[str, Any] = {"type": event_type}
+    for name, value in (("lane", lane), ("agent_id", agent_id), ("repo", repo), ("target", target), ("branch", branch)):
+        if value is not None:
+            fields[name] = value
+    fields.update(meta_fields)
+    if status is not None:
+        normalized = normalize_status(text_field("status", status) or "")
+        fields["status"] = normalized.status
+        if normalized.status_raw is not None:
+            fields["status_raw"] = normalized.status_raw
+        if normalized.warning:
+            ctx.warn(normalized.warning)
+    if message is not None:
+        fields["message"] = message
+    fields.update(typed_payload(event_type, typed or {}, message))
+    written = await write_event(ctx, batch_id, fields)
+    return {"action": "recorded", **written}
+
+
+def lifecycle_fields(record: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """Copy the named fields a lifecycle event carries from a claim/heartbeat."""
+    return {n: record[n] for n in names if record.get(n) is not None}
+

@@ -1,0 +1,167 @@
+"""Identifier and state-path validation: the only way a value becomes a path.
+
+Every identifier that lands in a state path passes a whitelist, and every path
+is checked again as a whole, so nothing accepted here can name a file outside
+the state root (a property test proves it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from agentcoordd.model.errors import UsageError
+
+MAX_PATH_BYTES = 512
+MAX_ARCHIVE_PATH_BYTES = 520
+# A segment becomes a file name with ".json.lock" appended; stay far below 255.
+MAX_SEGMENT_BYTES = 200
+MAX_ATTRIBUTION_BYTES = 256
+
+FAMILIES = ("claims", "heartbeats", "batches", "events")
+ARCHIVE = "archive"
+
+# Letters, digits and a few separators; a leading dot is refused so ids never
+# collide with hidden temp files or the `.`/`..` path segments.
+_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@+=,~-]*")
+_ATTRIBUTION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@+=/~-]*")
+
+
+def _printable(value: str) -> str:
+    """Shorten and escape a hostile value so an error message stays one line."""
+    shown = value if len(value) <= 80 else value[:77] + "..."
+    return shown.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
+def _is_segment(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and _SEGMENT.fullmatch(value) is not None
+        and len(value.encode("utf-8")) <= MAX_SEGMENT_BYTES
+    )
+
+
+def _segment(kind: str, value: object) -> str:
+    if not _is_segment(value):
+        raise UsageError(f"invalid {kind}: {_printable(str(value))}")
+    return value  # type: ignore[return-value]
+
+
+def agent_id(value: object) -> str:
+    return _segment("agent-id", value)
+
+
+def target(value: object) -> str:
+    return _segment("target", value)
+
+
+def batch_id(value: object) -> str:
+    """Batch ids may contain `:`; dependency refs split at the last colon."""
+    return _segment("batch-id", value)
+
+
+def lane_name(value: object) -> str:
+    name = _segment("lane", value)
+    if ":" in name:
+        raise UsageError(f"invalid lane: {_printable(name)} (lane names cannot contain ':')")
+    return name
+
+
+def repo(value: object) -> str:
+    """`OWNER/REPO`: exactly one slash, both halves non-empty.
+
+    Dot segments pass this shape check on purpose and are then refused by the
+    path check with the path named, as the existing tool reports them.
+    """
+    text = value if isinstance(value, str) else str(value)
+    parts = text.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise UsageError(f"invalid target repo: {_printable(text)}")
+    if not all(p in (".", "..") or _is_segment(p) for p in parts):
+        raise UsageError(f"invalid target repo: {_printable(text)}")
+    return text
+
+
+def attribution(kind: str, value: str) -> str:
+    """Machine and session ids: attribution metadata, never path segments."""
+    if (
+        _ATTRIBUTION.fullmatch(value) is None
+        or len(value.encode("utf-8")) > MAX_ATTRIBUTION_BYTES
+    ):
+        raise UsageError(f"invalid {kind}: {_printable(value)}")
+    return value
+
+
+def state_path(path: object) -> str:
+    """A relative record path under one of the known families, at most 512 bytes."""
+    if not isinstance(path, str):
+        raise UsageError(f"unsafe state path: {_printable(str(path))}")
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise UsageError(f"unsafe state path: {_printable(path)}") from None
+    segments = path.split("/")
+    archived = segments[0] == ARCHIVE
+    family = segments[1] if archived and len(segments) > 1 else segments[0]
+    limit = MAX_ARCHIVE_PATH_BYTES if archived else MAX_PATH_BYTES
+    if (
+        size > limit
+        or (archived and size - len(ARCHIVE) - 1 > MAX_PATH_BYTES)
+        or family not in FAMILIES
+        or not path.endswith(".json")
+        or "\\" in path
+        or "\x00" in path
+        or any(s in ("", ".", "..") or s.startswith(".") for s in segments)
+    ):
+        raise UsageError(f"unsafe state path: {_printable(path)}")
+    return path
+
+
+def state_prefix(prefix: object) -> str:
+    """A listing prefix: a family directory or a directory below it."""
+    if not isinstance(prefix, str) or not prefix:
+        raise UsageError(f"unsafe state prefix: {_printable(str(prefix))}")
+    segments = prefix.split("/")
+    archived = segments[0] == ARCHIVE
+    family = segments[1] if archived and len(segments) > 1 else segments[0]
+    if (
+        (family not in FAMILIES and not (archived and len(segments) == 1))
+        or len(prefix.encode("utf-8", "surrogatepass")) > MAX_ARCHIVE_PATH_BYTES
+        or "\\" in prefix
+        or "\x00" in prefix
+        or any(s in ("", ".", "..") or s.startswith(".") for s in segments)
+    ):
+        raise UsageError(f"unsafe state prefix: {_printable(prefix)}")
+    return prefix
+
+
+# ---- the state layout -------------------------------------------------------
+
+
+def claim_path(repo_name: str, target_id: str) -> str:
+    return state_path(f"claims/{repo(repo_name)}/{target(target_id)}.json")
+
+
+def heartbeat_path(agent: str) -> str:
+    return state_path(f"heartbeats/{agent_id(agent)}.json")
+
+
+def batch_path(batch: str) -> str:
+    return state_path(f"batches/{batch_id(batch)}.json")
+
+
+def events_prefix(batch: str) -> str:
+    return f"events/{batch_id(batch)}"
+
+
+def event_path(batch: str, event_id: str) -> str:
+    return state_path(f"{events_prefix(batch)}/{event_id}.json")
+
+
+def lane_closed_event_id(lane: str) -> str:
+    """Deterministic per-lane reservation id: stable within the batch."""
+    return "lane_closed-" + hashlib.sha256(lane_name(lane).encode("utf-8")).hexdigest()[:16]
+
+
+def archive_path(path: str) -> str:
+    return state_path(f"{ARCHIVE}/{state_path(path)}")

@@ -1,0 +1,291 @@
+"""LocalStore: the existing tool's on-disk layout, safe to share with it live.
+
+* `<record>.json.lock` is held with flock(LOCK_EX) around every check-and-write;
+  lock files are never unlinked (another writer may be waiting on the inode).
+* The version token is the SHA-256 hex of the record file's bytes.
+* Writes go to a temp file in the same directory, fsync, rename, fsync the dir:
+  a reader sees the old record or the new one, never half of one.
+* Records are pretty-printed JSON (2-space indent) with a trailing newline.
+* The root may be a symlink (operator's choice); anything below it fails closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio.to_thread
+import msgspec
+
+from agentcoordd.model import ids
+from agentcoordd.store.base import (
+    Conflict,
+    Entry,
+    Forbidden,
+    InvalidPath,
+    InvalidRecord,
+    NotFound,
+    Page,
+    Unavailable,
+    Versioned,
+)
+from agentcoordd.model.errors import UsageError
+
+T = TypeVar("T")
+_encoder = msgspec.json.Encoder()
+
+
+def encode_record(data: Any) -> bytes:
+    """Pretty JSON exactly as the existing tool writes it (2 spaces, newline)."""
+    return msgspec.json.format(_encoder.encode(data), indent=2) + b"\n"
+
+
+def version_of(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _valid(check: Callable[[str], str], value: str) -> str:
+    try:
+        return check(value)
+    except UsageError as exc:
+        raise InvalidPath(exc.message) from None
+
+
+class LocalStore:
+    """A Store over a directory tree. Blocking I/O runs in worker threads."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.name = f"local:{self.root}"
+
+    # ---- async Store API -------------------------------------------------
+
+    async def get(self, path: str) -> Versioned | None:
+        return await self._run(self.get_sync, path)
+
+    async def create(self, path: str, data: Any) -> str:
+        return await self._run(self.write_sync, path, data, None)
+
+    async def replace(self, path: str, data: Any, version: str) -> str:
+        return await self._run(self.write_sync, path, data, version)
+
+    async def delete(self, path: str, version: str) -> None:
+        await self._run(self.delete_sync, path, version)
+
+    async def list(self, prefix: str, limit: int | None = None, cursor: str | None = None) -> Page:
+        return await self._run(self.list_sync, prefix, limit, cursor)
+
+    async def aclose(self) -> None:
+        return None
+
+    @staticmethod
+    async def _run(fn: Callable[..., T], *args: Any) -> T:
+        return await anyio.to_thread.run_sync(fn, *args)
+
+    # ---- blocking implementation ------------------------------------------
+
+    def get_sync(self, path: str) -> Versioned | None:
+        full = self._checked(path)
+        raw = self._read_bytes(full, path)
+        if raw is None:
+            return None
+        return Versioned(self._decode(raw, path), version_of(raw))
+
+    def write_sync(self, path: str, data: Any, expected: str | None) -> str:
+        """Create-only when `expected` is None, else compare-and-swap."""
+        full = self._checked(path, create_dirs=True)
+        body = encode_record(data)
+        with self._locked(full, path):
+            current = self._read_bytes(full, path)
+            if expected is None and current is not None:
+                raise Conflict(f"record already exists: {path}", "already_exists")
+            if expected is not None:
+                if current is None:
+                    raise NotFound(f"record not found: {path}")
+                if version_of(current) != expected:
+                    raise Conflict(f"record changed underneath us: {path}", "version_conflict")
+            self._atomic_write(full, body, path)
+        return version_of(body)
+
+    def delete_sync(self, path: str, expected: str) -> None:
+        full = self._checked(path)
+        with self._locked(full, path):
+            current = self._read_bytes(full, path)
+            if current is None:
+                raise NotFound(f"record not found: {path}")
+            if version_of(current) != expected:
+                raise Conflict(f"record changed underneath us: {path}", "version_conflict")
+            try:
+                os.unlink(full)
+                self._fsync_dir(full.parent)
+            except OSError as exc:
+                raise self._os_error("cannot delete", path, exc) from None
+
+    def list_sync(self, prefix: str, limit: int | None, cursor: str | None) -> Page:
+        prefix = _valid(ids.state_prefix, prefix)
+        if limit is not None and limit < 1:
+            raise InvalidPath(f"invalid listing limit: {limit}")
+        self._check_no_symlinks(prefix, must_be_dir=True)
+        paths = sorted(self._walk(prefix))
+        if cursor is not None:
+            paths = [p for p in paths if p > cursor]
+        next_cursor = None
+        if limit is not None and len(paths) > limit:
+            paths = paths[:limit]
+            next_cursor = paths[-1]
+        entries = []
+        for rel in paths:
+            raw = self._read_bytes(self.root / rel, rel)
+            if raw is not None:  # deleted between walk and read: not listed
+                entries.append(Entry(rel, self._decode(raw, rel), version_of(raw)))
+        return Page(entries, next_cursor, False)
+
+    def list_paths_sync(self, prefix: str) -> list[str]:
+        """Sorted record paths below `prefix` without reading them."""
+        prefix = _valid(ids.state_prefix, prefix)
+        self._check_no_symlinks(prefix, must_be_dir=True)
+        return sorted(self._walk(prefix))
+
+    # ---- helpers -----------------------------------------------------------
+
+    def _checked(self, path: str, create_dirs: bool = False) -> Path:
+        path = _valid(ids.state_path, path)
+        parent = path.rpartition("/")[0]
+        if create_dirs:
+            self._make_dirs(parent, path)
+        else:
+            self._check_no_symlinks(parent, must_be_dir=False)
+        return self.root / path
+
+    def _check_no_symlinks(self, rel_dir: str, must_be_dir: bool) -> None:
+        """Fail closed on a symlink at any level below the root."""
+        current = self.root
+        for segment in rel_dir.split("/"):
+            current = current / segment
+            try:
+                mode = os.lstat(current).st_mode
+            except FileNotFoundError:
+                return
+            except OSError as exc:
+                raise self._os_error("cannot inspect", str(current.relative_to(self.root)), exc) from None
+            if stat.S_ISLNK(mode):
+                raise Forbidden(f"symlink below state root refused: {current.relative_to(self.root)}")
+            if not stat.S_ISDIR(mode):
+                raise Forbidden(f"not a directory below state root: {current.relative_to(self.root)}")
+
+    def _make_dirs(self, rel_dir: str, path: str) -> None:
+        current = self.root
+        for segment in rel_dir.split("/"):
+            current = current / segment
+            try:
+                os.mkdir(current, 0o755)
+                continue
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise self._os_error("cannot create directory for", path, exc) from None
+            mode = os.lstat(current).st_mode
+            if stat.S_ISLNK(mode):
+                raise Forbidden(f"symlink below state root refused: {current.relative_to(self.root)}")
+            if not stat.S_ISDIR(mode):
+                raise Forbidden(f"not a directory below state root: {current.relative_to(self.root)}")
+
+    def _read_bytes(self, full: Path, path: str) -> bytes | None:
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise Forbidden(f"symlink below state root refused: {path}") from None
+            raise self._os_error("cannot read", path, exc) from None
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                return fh.read()
+        except OSError as exc:
+            raise self._os_error("cannot read", path, exc) from None
+
+    @staticmethod
+    def _decode(raw: bytes, path: str) -> Any:
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            raise InvalidRecord(f"invalid JSON in record {path}") from None
+
+    @contextlib.contextmanager
+    def _locked(self, full: Path, path: str) -> Iterator[None]:
+        lock_path = full.with_name(full.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise Forbidden(f"symlink below state root refused: {path}.lock") from None
+            raise self._os_error("cannot lock", path, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock; the lock file stays
+
+    def _atomic_write(self, full: Path, body: bytes, path: str) -> None:
+        tmp = full.with_name(f".{full.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                view = memoryview(body)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, full)
+            self._fsync_dir(full.parent)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise self._os_error("cannot write", path, exc) from None
+
+    @staticmethod
+    def _fsync_dir(directory: Path) -> None:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _walk(self, prefix: str) -> Iterator[str]:
+        stack = [prefix]
+        while stack:
+            rel_dir = stack.pop()
+            try:
+                it = os.scandir(self.root / rel_dir)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise self._os_error("cannot list", rel_dir, exc) from None
+            with it:
+                for entry in it:
+                    name = entry.name
+                    if name.startswith("."):
+                        continue  # temp files of in-flight writes
+                    rel = f"{rel_dir}/{name}"
+                    if entry.is_symlink():
+                        raise Forbidden(f"symlink below state root refused: {rel}")
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(rel)
+                    elif name.endswith(".json"):
+                        yield rel
+
+    def _os_error(self, action: str, path: str, exc: OSError) -> Exception:
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, PermissionError):
+            return Forbidden(f"{action} {path} under {self.root}: {reason}")
+        return Unavailable(f"{action} {path} under {self.root}: {reason}")
