@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentcoordd.model.identity import Identity
 from agentcoordd.store.base import Store
@@ -22,6 +22,9 @@ class Ctx:
     clock: Clock
     identity: Identity = field(default_factory=Identity)
     warnings: list[str] = field(default_factory=list)
+    # Lifecycle events that could not be written, with their final path and
+    # record; the daemon hands them to its durable outbox for retry.
+    undelivered: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

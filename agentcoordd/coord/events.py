@@ -60,39 +60,59 @@ def typed_payload(event_type: str, typed: dict[str, str], message: str | None) -
     return fields
 
 
-async def write_event(ctx: Ctx, batch_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """Append one ordinary event under events/<batch-id>/ with a fresh id."""
+def build_event(ctx: Ctx, batch_id: str, fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A new ordinary event with a fresh time-sortable id, validated, and its path."""
+    moment = ctx.clock.now()
+    event_id = new_event_id(moment)
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "event_id": event_id,
+        "batch_id": batch_id,
+        **fields,
+        "at": format_ts(moment),
+    }
+    record = stamp_attribution(record, ctx.identity)
+    path = ids.event_path(batch_id, event_id)
+    load(Event, record, path)
+    return path, record
+
+
+async def write_event(
+    ctx: Ctx, batch_id: str, fields: dict[str, Any], *, queue_on_failure: bool = False
+) -> dict[str, Any]:
+    """Append one ordinary event under events/<batch-id>/ with a fresh id.
+
+    With queue_on_failure, an event the store could not take is kept in
+    `ctx.undelivered` with its final id and path (the daemon's outbox retries
+    it; create-only makes the retry idempotent) before the error propagates.
+    """
     for _ in range(_ID_ATTEMPTS):
-        moment = ctx.clock.now()
-        event_id = new_event_id(moment)
-        record = {
-            "schema_version": SCHEMA_VERSION,
-            "event_id": event_id,
-            "batch_id": batch_id,
-            **fields,
-            "at": format_ts(moment),
-        }
-        record = stamp_attribution(record, ctx.identity)
-        path = ids.event_path(batch_id, event_id)
-        load(Event, record, path)
+        path, record = build_event(ctx, batch_id, fields)
         try:
             await ctx.store.create(path, record)
         except Conflict:
             continue  # an id collision: draw a new random suffix
+        except (CoordError, OSError):
+            if queue_on_failure:
+                ctx.undelivered.append((path, record))
+            raise
         return {"path": path, "event": record}
     raise UsageError("could not allocate a unique event id")  # pragma: no cover
 
 
 async def emit(ctx: Ctx, batch_id: str | None, event_type: str, fields: dict[str, Any]) -> dict | None:
-    """Best-effort lifecycle event: a failure warns and never fails the command."""
+    """Best-effort lifecycle event: a failure warns (and queues) but never fails the command."""
     if not batch_id:
         return None
     try:
-        return await write_event(ctx, batch_id, {"type": event_type, **fields})
+        return await write_event(ctx, batch_id, {"type": event_type, **fields}, queue_on_failure=True)
+    except UsageError:
+        raise  # an invalid event is a bug in the caller, not an outage
     except CoordError as exc:
-        ctx.warn(f"could not record {event_type} event for batch {batch_id}: {exc.message}")
+        reason = exc.message
     except OSError as exc:
-        ctx.warn(f"could not record {event_type} event for batch {batch_id}: {exc}")
+        reason = str(exc)
+    ctx.warn(f"could not record {event_type} event for batch {batch_id}: {reason}")
     return None
 
 
@@ -114,8 +134,13 @@ async def record_event(
     pr_state: str | None = None,
     evidence_url: str | None = None,
     workspace: str | None = None,
+    queue_on_failure: bool = False,
 ) -> dict[str, Any]:
-    """record-event: append an immutable batch or lane event."""
+    """record-event: append an immutable batch or lane event.
+
+    With queue_on_failure an event the backend cannot take right now is handed
+    to the daemon's durable outbox (action "queued") instead of failing.
+    """
     ids.batch_id(batch_id)
     event_type = text_field("type", type, required=True)
     assert event_type is not None
@@ -169,7 +194,15 @@ async def record_event(
     if message is not None:
         fields["message"] = message
     fields.update(typed_payload(event_type, typed or {}, message))
-    written = await write_event(ctx, batch_id, fields)
+    try:
+        written = await write_event(ctx, batch_id, fields, queue_on_failure=queue_on_failure)
+    except (CoordError, OSError) as exc:
+        if not queue_on_failure or not ctx.undelivered or isinstance(exc, UsageError):
+            raise
+        path, record = ctx.undelivered[-1]
+        reason = exc.message if isinstance(exc, CoordError) else str(exc)
+        ctx.warn(f"event queued for retry in the outbox: {reason}")
+        return {"action": "queued", "path": path, "event": record}
     return {"action": "recorded", **written}
 
 

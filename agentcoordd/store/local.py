@@ -182,6 +182,11 @@ class LocalStore:
                 raise Forbidden(f"not a directory below state root: {current.relative_to(self.root)}")
 
     def _make_dirs(self, rel_dir: str, path: str) -> None:
+        if not self.root.is_dir():  # a first write creates the root (reads never do)
+            try:
+                self.root.mkdir(parents=True, exist_ok=True, mode=0o755)
+            except OSError as exc:
+                raise self._os_error("cannot create state root for", path, exc) from None
         current = self.root
         for segment in rel_dir.split("/"):
             current = current / segment

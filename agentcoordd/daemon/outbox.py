@@ -1,0 +1,176 @@
+"""The durable event outbox: events the backend could not take, retried until delivered.
+
+One JSON object per line in `<state-dir>/outbox.jsonl`, appended with fsync
+before the command that produced the event answers. Each line carries the
+event's final path and record (create-only writes make a retry idempotent:
+`already_exists` means delivered) and the backend *selection* it belongs to —
+never a token. A line that does not parse is moved to `outbox.quarantine`
+with a warning and never blocks the rest. Delivered lines are dropped by an
+atomic rewrite (temp file + fsync + rename).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+MAX_BACKOFF_SECONDS = 300.0
+
+
+class OutboxEntry(msgspec.Struct, frozen=True):
+    path: str
+    record: dict[str, Any]
+    backend: dict[str, Any]  # the selection descriptor (kind, url/root, token hash)
+    queued_at: float
+    attempts: int = 0
+    last_error: str | None = None
+
+
+_decoder = msgspec.json.Decoder(OutboxEntry)
+_encoder = msgspec.json.Encoder()
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Outbox:
+    """Append-only on disk; all mutations under one lock (daemon threads and loop)."""
+
+    def __init__(self, state_dir: str | os.PathLike[str], clock: Callable[[], float] = time.time) -> None:
+        self.dir = Path(state_dir)
+        self.path = self.dir / "outbox.jsonl"
+        self.quarantine_path = self.dir / "outbox.quarantine"
+        self.clock = clock
+        self._lock = threading.Lock()
+        self.warnings: list[str] = []
+
+    def append(self, path: str, record: dict[str, Any], backend: dict[str, Any]) -> OutboxEntry:
+        if any("token" in k.lower() and k != "token_hash" for k in backend):
+            raise ValueError("outbox entries never carry a token")
+        entry = OutboxEntry(path, record, backend, self.clock())
+        line = _encoder.encode(entry) + b"\n"
+        with self._lock:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return entry
+
+    def entries(self) -> list[OutboxEntry]:
+        """Every parseable entry; bad lines are quarantined (once) with a warning."""
+        with self._lock:
+            good, bad = self._read()
+            if bad:
+                self._quarantine(bad)
+                self._rewrite(good)
+            return good
+
+    def depth(self) -> int:
+        return len(self.entries())
+
+    def oldest_age(self) -> float | None:
+        entries = self.entries()
+        return self.clock() - min(e.queued_at for e in entries) if entries else None
+
+    async def flush(
+        self, deliver: Callable[[OutboxEntry], Awaitable[None]], *, now: float | None = None, force: bool = False
+    ) -> tuple[int, int]:
+        """Try every due entry once; returns (delivered, still queued).
+
+        `deliver` raises on failure; an entry backs off exponentially per attempt
+        unless `force` (the `outbox flush` command).
+        """
+        delivered: set[tuple[str, float]] = set()
+        retried: dict[tuple[str, float], OutboxEntry] = {}
+        moment = self.clock() if now is None else now
+        for entry in self.entries():
+            if not force and moment < self._next_try(entry):
+                continue
+            try:
+                await deliver(entry)
+            except Exception as exc:  # noqa: BLE001 - any failure means "retry later"
+                message = getattr(exc, "message", None) or repr(exc)
+                retried[(entry.path, entry.queued_at)] = msgspec.structs.replace(
+                    entry, attempts=entry.attempts + 1, last_error=message[:500]
+                )
+                continue
+            delivered.add((entry.path, entry.queued_at))
+        with self._lock:
+            good, bad = self._read()
+            if bad:
+                self._quarantine(bad)
+            # Lines appended while we were delivering are kept as they are.
+            remaining = [
+                retried.get((e.path, e.queued_at), e)
+                for e in good
+                if (e.path, e.queued_at) not in delivered
+            ]
+            if bad or delivered or retried:
+                self._rewrite(remaining)
+        return len(delivered), len(remaining)
+
+    @staticmethod
+    def _next_try(entry: OutboxEntry) -> float:
+        if entry.attempts == 0:
+            return entry.queued_at
+        return entry.queued_at + min(2.0 ** entry.attempts, MAX_BACKOFF_SECONDS)
+
+    # ---- file handling (callers hold the lock) --------------------------------
+
+    def _read(self) -> tuple[list[OutboxEntry], list[bytes]]:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return [], []
+        good: list[OutboxEntry] = []
+        bad: list[bytes] = []
+        for line in raw.splitlines():
+            if not line.strip():
+                continue
+            try:
+                good.append(_decoder.decode(line))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                bad.append(line)
+        return good, bad
+
+    def _quarantine(self, lines: list[bytes]) -> None:
+        fd = os.open(self.quarantine_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, b"".join(line + b"\n" for line in lines))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.warnings.append(
+            f"outbox: quarantined {len(lines)} unreadable line(s) to {self.quarantine_path}"
+        )
+
+    def _rewrite(self, entries: list[OutboxEntry]) -> None:
+        tmp = self.path.with_name(f".outbox.jsonl.tmp-{os.getpid()}")
+        body = b"".join(_encoder.encode(e) + b"\n" for e in entries)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, body)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        _fsync_dir(self.dir)
