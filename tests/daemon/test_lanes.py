@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,9 @@ def test_watch_pid_auto_finds_the_nearest_agent_host(tmp_path: Path) -> None:
         "print(find_agent_ancestor(os.getpid()))'], capture_output=True, text=True).stdout.strip());"
         "print(os.getpid())"
     )
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    # a symlinked interpreter outside the venv: hand it the venv's packages
+    paths = [str(Path(__file__).resolve().parents[2]), *site.getsitepackages()]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     out = subprocess.run([str(host), "-c", script], capture_output=True, text=True, check=True, env=env).stdout.split()
     found, host_pid = out
     assert found == host_pid
