@@ -9,7 +9,7 @@ fields this version does not know survive a rewrite unchanged.
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import msgspec
 import msgspec.structs
@@ -22,6 +22,22 @@ ARCHIVE_SCHEMA_VERSION = 1
 
 # Foreign writers store generation as a number or a string; keep what they wrote.
 Generation = int | str
+
+# Constrained strings the published contracts (contracts/, schema/) share. The
+# Struct enforces them on decode and contracts.py emits them into the schemas.
+RFC3339_PATTERN = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]"
+    r":([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$"
+)
+HTTP_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+(?:[/?#]|$)"
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+Timestamp = Annotated[
+    str, msgspec.Meta(pattern=RFC3339_PATTERN, extra_json_schema={"format": "date-time"})
+]
+HttpUrl = Annotated[
+    str, msgspec.Meta(pattern=HTTP_URL_PATTERN, extra_json_schema={"format": "uri"})
+]
+RepoName = Annotated[str, msgspec.Meta(pattern=r"^[^/]+/[^/]+$")]
 
 
 class Record(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -53,15 +69,19 @@ class LaneMetadata(Metadata, kw_only=True):
 
 
 class ClosedBy(Record, kw_only=True):
-    agent_id: str
-    machine: str
+    """Who closed a lane: the closing agent and its machine (AGENT_COORD_MACHINE_ID or --host)."""
+
+    agent_id: NonEmpty
+    machine: NonEmpty
 
 
 class Claim(LaneMetadata, kw_only=True):
+    """A target-scoped lease: claims/<owner>/<repo>/<target>.json."""
+
     schema_version: int
-    repo: str
-    target: str
-    agent_id: str
+    repo: NonEmpty
+    target: NonEmpty
+    agent_id: NonEmpty
     status: str
     claimed_at: str
     updated_at: str
@@ -81,8 +101,10 @@ class Claim(LaneMetadata, kw_only=True):
 
 
 class Heartbeat(LaneMetadata, kw_only=True):
+    """An agent's liveness record: heartbeats/<agent-id>.json."""
+
     schema_version: int
-    agent_id: str
+    agent_id: NonEmpty
     status: str
     updated_at: str
     expires_at: str
@@ -112,7 +134,7 @@ class Lane(Record, kw_only=True):
 class Batch(Record, kw_only=True):
     """A batch manifest. Lanes stay raw: a malformed lane must not hide the rest."""
 
-    batch_id: str
+    batch_id: NonEmpty
     lanes: list[Any] = []
     schema_version: int | None = None
     repo: str | None = None
@@ -130,9 +152,9 @@ class Event(LaneMetadata, kw_only=True):
     """An ordinary (schema version 1) append-only event."""
 
     schema_version: int
-    event_id: str
-    batch_id: str
-    type: str
+    event_id: NonEmpty
+    batch_id: NonEmpty
+    type: NonEmpty
     at: str
     lane: str | None = None
     agent_id: str | None = None
@@ -157,23 +179,79 @@ class Event(LaneMetadata, kw_only=True):
 
 
 class LaneClosed(LaneMetadata, kw_only=True):
-    """The version-2 terminal closeout event (contracts/state-schema-v2.json)."""
+    """The version-2 terminal closeout event (contracts/state-schema-v2.json).
+
+    Consumers treat the declared terminal state as authoritative. The event id
+    is a per-lane reservation (lane_closed-<digest>), not a chronology key.
+    """
 
     schema_version: Literal[2]
-    event_id: str
+    event_id: NonEmpty
     type: Literal["lane_closed"]
-    repo: str
-    target: str
+    repo: RepoName
+    target: NonEmpty
     terminal: Literal["done", "abandoned", "superseded"]
-    workspace: str
+    workspace: NonEmpty
     closed_by: ClosedBy
-    at: str
-    batch_id: str | None = None
-    lane: str | None = None
-    agent_id: str | None = None
-    branch: str | None = None
-    pr_state: str | None = None
-    evidence_url: str | None = None
+    at: Timestamp
+    batch_id: NonEmpty | None = None
+    lane: NonEmpty | None = None
+    agent_id: NonEmpty | None = None
+    branch: NonEmpty | None = None
+    pr_url: HttpUrl | None = None
+    pr_state: NonEmpty | None = None
+    evidence_url: HttpUrl | None = None
+
+
+# ---- archive envelopes (contracts/archive-record-schema-v1.json) ------------
+
+# A hot record path as gc archives it (the ids.py grammar; no `.`/`..` segment).
+_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9._:@+=,~-]*"
+SOURCE_PATH_PATTERN = (
+    rf"^(claims/{_SEGMENT}/{_SEGMENT}/{_SEGMENT}|heartbeats/{_SEGMENT}"
+    rf"|batches/{_SEGMENT}|events/{_SEGMENT}/{_SEGMENT})\.json$"
+)
+SourcePath = Annotated[str, msgspec.Meta(pattern=SOURCE_PATH_PATTERN)]
+
+
+class _ArchiveCommon(Record, kw_only=True, forbid_unknown_fields=True):
+    schema_version: Literal[1]
+    reason: NonEmpty
+    synthetic: bool
+    archived_at: Timestamp
+    delete_after: Timestamp
+
+
+class ArchivedRecord(_ArchiveCommon, kw_only=True, tag_field="record_family", tag="archived_record"):
+    """A single archived record: its hot source_path and the original data, verbatim."""
+
+    source_path: SourcePath
+    data: dict[str, Any]
+
+
+class CompactedEvents(
+    _ArchiveCommon, kw_only=True, tag_field="record_family", tag="compacted_events"
+):
+    """A terminal target compaction envelope.
+
+    source_paths is the complete set of consumed hot event paths (renewals
+    included); records is the retained first/last/terminal/phase-transition
+    history and is not positionally aligned with source_paths.
+    """
+
+    __schema_extra__: ClassVar[dict[str, Any]] = {
+        "properties": {"source_paths": {"uniqueItems": True}}
+    }
+
+    source_paths: Annotated[list[SourcePath], msgspec.Meta(min_length=1)]
+    records: Annotated[list[dict[str, Any]], msgspec.Meta(min_length=1)]
+
+    def __post_init__(self) -> None:
+        if len(set(self.source_paths)) != len(self.source_paths):
+            raise ValueError("@source_paths: items must be unique")
+
+
+ArchiveEnvelope = ArchivedRecord | CompactedEvents
 
 
 R = TypeVar("R", bound=Record)

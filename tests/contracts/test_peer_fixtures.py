@@ -1,0 +1,50 @@
+"""The existing tool's published fixtures, through our Structs and procedural checks.
+
+Deliberate differences are listed in DIFFERENCES (xfail, with the reason).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentcoordd.coord import validate
+from contract_harness import load, procedural_expectations, replay, schema_errors, target_of, verdict_of
+
+_SHARED = Path(__file__).resolve().parents[3] / "shared"
+_PEER = _SHARED / "spec" / "peer-contracts"
+FIXTURES = (
+    sorted(str(p.relative_to(_PEER)) for p in _PEER.rglob("fixtures/**/*.json"))
+    if _PEER.is_dir()
+    else ["<no ../shared>"]
+)
+
+# fixture path -> why we deliberately give a different verdict
+DIFFERENCES: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("rel", FIXTURES)
+def test_peer_fixture_verdict(rel: str, shared_dir: Path) -> None:
+    if rel in DIFFERENCES:
+        pytest.xfail(DIFFERENCES[rel])
+    path = shared_dir / "spec" / "peer-contracts" / rel
+    data = load(path)
+    verdict = verdict_of(path)
+    if verdict == "replay":
+        assert replay(path, data) == []
+        return
+    family, target = target_of(path, data)
+    record, by_struct = validate.struct_violations(family, target)
+    if verdict == "valid":
+        assert validate.validate_record(family, target) == []
+        assert schema_errors(family, target) == []
+    elif verdict == "invalid":
+        assert validate.validate_record(family, target), (
+            "our Struct/procedural checks accept a fixture the published contract rejects"
+        )
+        assert schema_errors(family, target)
+    else:
+        assert by_struct == []
+        assert validate.procedural_violations(family, record, target)
+        assert procedural_expectations(family, target, data) == []
