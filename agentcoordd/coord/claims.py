@@ -15,7 +15,7 @@ from agentcoordd.model.identity import stamp_attribution
 from agentcoordd.model.liveness import liveness
 from agentcoordd.model.records import SCHEMA_VERSION, Claim, Heartbeat, Metadata, load, try_load
 from agentcoordd.model.timefmt import format_ts, parse_ts
-from agentcoordd.store.base import Conflict, NotFound, Versioned
+from agentcoordd.store.base import Conflict, InvalidRecord, NotFound, Versioned
 
 DEFAULT_CLAIM_TTL = 4 * 3600
 ACQUIRED_FIELDS = (
@@ -122,10 +122,13 @@ async def _check_takeover(ctx: Ctx, held: Claim, repo: str, target: str, now: dt
     """
     label = _label(repo, target)
     beat = None
+    unreadable = False
     try:
         stored = await ctx.store.get(ids.heartbeat_path(held.agent_id))
     except UsageError:
         stored = None  # a legacy holder id that is not a valid path segment
+    except InvalidRecord:
+        stored, unreadable = None, True  # not JSON: an invalid heartbeat, not a backend failure
     if stored is not None:
         beat = try_load(Heartbeat, stored.data)
     state = liveness(beat.updated_at, beat.expires_at, now) if beat is not None else "unknown"
@@ -138,7 +141,7 @@ async def _check_takeover(ctx: Ctx, held: Claim, repo: str, target: str, now: dt
     if state == "dead":
         return
     expires = parse_ts(held.expires_at)
-    reason = "missing" if stored is None else "invalid"
+    reason = "missing" if stored is None and not unreadable else "invalid"
     if expires is None or now < expires:
         until = f"claim expires at {held.expires_at}" if expires else "claim expiry unreadable"
         raise ClaimRefused(

@@ -149,7 +149,7 @@ async def record_event(
     if agent_id is not None:
         ids.agent_id(agent_id)
     if repo is not None:
-        ids.repo(repo)
+        ids.repo_ref(repo)
     if target is not None:
         ids.target(target)
     if target is not None and repo is None:

@@ -35,7 +35,7 @@ async def heartbeat(
     """Write the agent's heartbeat; emit phase.changed on a real phase transition."""
     path = ids.heartbeat_path(agent_id)
     if repo is not None:
-        ids.repo(repo)
+        ids.repo_ref(repo)
     if target is not None:
         if repo is None:
             raise UsageError("--target requires --repo")

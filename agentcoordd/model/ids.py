@@ -82,6 +82,14 @@ def repo(value: object) -> str:
     return text
 
 
+def repo_ref(value: object) -> str:
+    """A repo carried as payload (heartbeat, event): dot segments are refused here too."""
+    text = repo(value)
+    if any(p in (".", "..") for p in text.split("/")):
+        raise UsageError(f"invalid target repo: {_printable(text)}")
+    return text
+
+
 def attribution(kind: str, value: str) -> str:
     """Machine and session ids: attribution metadata, never path segments."""
     if (
