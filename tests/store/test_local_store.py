@@ -1,0 +1,341 @@
+"""LocalStore specifics: the existing tool's on-disk format, locking and fail-closed paths."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agentcoordd.store.base import (
+    Conflict,
+    Forbidden,
+    InvalidPath,
+    InvalidRecord,
+    NotFound,
+    list_all,
+)
+from agentcoordd.store.local import LocalStore
+
+CLAIM = "claims/acme/widgets/1.json"
+RECORD = {"schema_version": 1, "agent_id": "agent-a", "status": "active", "targets": [], "meta": {}}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "state"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def store(root: Path) -> LocalStore:
+    return LocalStore(root)
+
+
+def leftovers(root: Path) -> list[str]:
+    """Temp files of writes (hidden `.<name>.tmp-*` files) anywhere below the root."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob(".*") if ".tmp-" in p.name)
+
+
+# ---- format and versions -----------------------------------------------------------
+
+
+async def test_records_are_pretty_json_with_two_space_indent_and_a_newline(store, root):
+    await store.create(CLAIM, RECORD)
+    expected = json.dumps(RECORD, indent=2, ensure_ascii=False) + "\n"
+    assert (root / CLAIM).read_text() == expected
+
+
+async def test_version_is_the_sha256_of_the_file_bytes(store, root):
+    created = await store.create(CLAIM, RECORD)
+    digest = hashlib.sha256((root / CLAIM).read_bytes()).hexdigest()
+    assert created == digest
+    assert (await store.get(CLAIM)).version == digest
+
+
+async def test_get_returns_the_data_and_none_when_missing(store):
+    assert await store.get(CLAIM) is None
+    await store.create(CLAIM, RECORD)
+    assert (await store.get(CLAIM)).data == RECORD
+
+
+async def test_create_is_create_only(store):
+    await store.create(CLAIM, RECORD)
+    with pytest.raises(Conflict) as excinfo:
+        await store.create(CLAIM, {"other": 1})
+    assert excinfo.value.kind == "already_exists"
+    assert (await store.get(CLAIM)).data == RECORD
+
+
+async def test_replace_is_compare_and_swap(store):
+    first = await store.create(CLAIM, RECORD)
+    second = await store.replace(CLAIM, {"v": 2}, first)
+    with pytest.raises(Conflict) as excinfo:
+        await store.replace(CLAIM, {"v": 3}, first)
+    assert excinfo.value.kind == "version_conflict"
+    assert (await store.get(CLAIM)) .version == second
+
+
+async def test_replace_of_a_missing_record_is_not_found(store):
+    with pytest.raises(NotFound):
+        await store.replace(CLAIM, RECORD, "0" * 64)
+
+
+async def test_delete_is_compare_and_swap(store):
+    version = await store.create(CLAIM, RECORD)
+    with pytest.raises(Conflict):
+        await store.delete(CLAIM, "0" * 64)
+    await store.delete(CLAIM, version)
+    assert await store.get(CLAIM) is None
+    with pytest.raises(NotFound):
+        await store.delete(CLAIM, version)
+
+
+# ---- lock files and temp files -----------------------------------------------------
+
+
+async def test_every_write_leaves_an_empty_lock_file_next_to_the_record(store, root):
+    await store.create(CLAIM, RECORD)
+    lock = root / (CLAIM + ".lock")
+    assert lock.is_file() and lock.stat().st_size == 0
+
+
+async def test_lock_file_is_never_unlinked_also_after_delete(store, root):
+    version = await store.create(CLAIM, RECORD)
+    lock = root / (CLAIM + ".lock")
+    inode = lock.stat().st_ino
+    version = await store.replace(CLAIM, {"v": 2}, version)
+    await store.delete(CLAIM, version)
+    assert not (root / CLAIM).exists()
+    assert lock.stat().st_ino == inode
+
+
+async def test_successful_writes_leave_no_temp_files(store, root):
+    version = await store.create(CLAIM, RECORD)
+    for n in range(5):
+        version = await store.replace(CLAIM, {"n": n}, version)
+    assert leftovers(root) == []
+
+
+async def test_a_failed_rename_removes_its_temp_file(store, root, monkeypatch):
+    def refuse(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(Exception) as excinfo:
+        await store.create(CLAIM, RECORD)
+    assert excinfo.value.exit_code == 2
+    assert CLAIM in str(excinfo.value)
+    assert leftovers(root) == []
+    assert not (root / CLAIM).exists()
+
+
+# ---- listing -------------------------------------------------------------------------
+
+
+async def test_list_returns_records_in_path_order_with_cursor_paging(store):
+    paths = [f"heartbeats/agent-{n:02d}.json" for n in range(7)]
+    for path in reversed(paths):
+        await store.create(path, {"p": path})
+    first = await store.list("heartbeats", limit=3)
+    assert [e.path for e in first.entries] == paths[:3]
+    assert first.next_cursor == paths[2]
+    rest = await store.list("heartbeats", cursor=first.next_cursor)
+    assert [e.path for e in rest.entries] == paths[3:]
+    assert rest.next_cursor is None and not rest.partial
+    assert [e.data["p"] for e in (await list_all(store, "heartbeats")).entries] == paths
+
+
+async def test_list_walks_below_the_prefix_and_skips_lock_and_temp_files(store, root):
+    await store.create("events/b1/e1.json", {"n": 1})
+    await store.create("events/b2/e2.json", {"n": 2})
+    (root / "events/b1/.e3.json.tmp-1-abcd").write_text("{half")
+    page = await store.list("events")
+    assert [e.path for e in page.entries] == ["events/b1/e1.json", "events/b2/e2.json"]
+    assert [e.path for e in (await store.list("events/b2")).entries] == ["events/b2/e2.json"]
+
+
+async def test_list_of_a_missing_family_is_empty(store):
+    page = await store.list("batches")
+    assert page.entries == [] and page.next_cursor is None
+
+
+async def test_list_entry_versions_match_get(store):
+    await store.create(CLAIM, RECORD)
+    (entry,) = (await store.list("claims")).entries
+    assert entry.version == (await store.get(CLAIM)).version
+
+
+# ---- invalid records and paths -------------------------------------------------------
+
+
+async def test_invalid_json_record_is_an_error_naming_its_path(store, root):
+    (root / "claims/acme/widgets").mkdir(parents=True)
+    (root / CLAIM).write_text("{not json")
+    with pytest.raises(InvalidRecord) as excinfo:
+        await store.get(CLAIM)
+    assert CLAIM in str(excinfo.value) and excinfo.value.exit_code == 2
+    with pytest.raises(InvalidRecord, match=CLAIM):
+        await store.list("claims")
+
+
+@pytest.mark.parametrize("path", ["../x.json", "claims/../../x.json", "/etc/passwd", "claims/a\x00.json", "other/x.json"])
+async def test_paths_outside_the_grammar_are_usage_errors_and_touch_nothing(store, root, path):
+    with pytest.raises(InvalidPath) as excinfo:
+        await store.create(path, RECORD)
+    assert excinfo.value.exit_code == 1
+    assert list(root.iterdir()) == []
+
+
+# ---- symlinks fail closed ------------------------------------------------------------
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    path = tmp_path / "outside"
+    (path / "acme/widgets").mkdir(parents=True)
+    (path / "acme/widgets/1.json").write_text(json.dumps(RECORD))
+    return path
+
+
+async def test_the_root_itself_may_be_a_symlink(tmp_path, root):
+    link = tmp_path / "root-link"
+    link.symlink_to(root)
+    linked = LocalStore(link)
+    await linked.create(CLAIM, RECORD)
+    assert (await linked.get(CLAIM)).data == RECORD
+    assert (root / CLAIM).is_file()
+
+
+def plant_family_link(root: Path, outside: Path) -> None:
+    (root / "claims").symlink_to(outside)
+
+
+def plant_directory_link(root: Path, outside: Path) -> None:
+    (root / "claims").mkdir()
+    (root / "claims/acme").symlink_to(outside / "acme")
+
+
+def plant_record_link(root: Path, outside: Path) -> None:
+    (root / "claims/acme/widgets").mkdir(parents=True)
+    (root / CLAIM).symlink_to(outside / "acme/widgets/1.json")
+
+
+SYMLINK_LEVELS = [
+    pytest.param(plant_family_link, "claims", id="family"),
+    pytest.param(plant_directory_link, "claims/acme", id="directory"),
+    pytest.param(plant_record_link, CLAIM, id="record"),
+]
+
+
+@pytest.mark.parametrize(("plant", "named"), SYMLINK_LEVELS)
+async def test_symlink_below_the_root_fails_closed_on_read(store, root, outside, plant, named):
+    plant(root, outside)
+    with pytest.raises(Forbidden) as excinfo:
+        await store.get(CLAIM)
+    assert named in str(excinfo.value) and excinfo.value.exit_code == 2
+
+
+@pytest.mark.parametrize(("plant", "named"), SYMLINK_LEVELS)
+async def test_symlink_below_the_root_fails_closed_on_write(store, root, outside, plant, named):
+    plant(root, outside)
+    before = (outside / "acme/widgets/1.json").read_bytes()
+    with pytest.raises(Forbidden) as excinfo:
+        await store.create(CLAIM, {"hijack": True})
+    assert named in str(excinfo.value)
+    assert (outside / "acme/widgets/1.json").read_bytes() == before
+    assert sorted(p.name for p in (outside / "acme/widgets").iterdir()) == ["1.json"]
+
+
+@pytest.mark.parametrize(("plant", "named"), SYMLINK_LEVELS)
+async def test_symlink_below_the_root_fails_closed_on_list(store, root, outside, plant, named):
+    plant(root, outside)
+    with pytest.raises(Forbidden) as excinfo:
+        await store.list("claims")
+    assert named in str(excinfo.value)
+
+
+async def test_symlinked_lock_file_fails_closed(store, root, tmp_path):
+    (root / "claims/acme/widgets").mkdir(parents=True)
+    (root / (CLAIM + ".lock")).symlink_to(tmp_path / "elsewhere.lock")
+    with pytest.raises(Forbidden, match=r"1\.json\.lock"):
+        await store.create(CLAIM, RECORD)
+    assert not (tmp_path / "elsewhere.lock").exists()
+
+
+# ---- interoperability with a foreign writer ------------------------------------------
+
+HOLDER = textwrap.dedent(
+    """
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("locked", flush=True)
+    sys.stdin.readline()
+    print(time.monotonic(), flush=True)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+    """
+)
+
+
+async def test_writer_waits_while_another_process_holds_the_record_lock(store, root):
+    """The existing tool flocks `<record>.json.lock` while it writes; we must wait for it."""
+    version = await store.create(CLAIM, RECORD)
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root / (CLAIM + ".lock"))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        try:
+            assert holder.stdout.readline().strip() == "locked"
+            done: dict[str, float] = {}
+
+            def write() -> None:
+                store.write_sync(CLAIM, {"v": 2}, version)
+                done["at"] = time.monotonic()
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(timeout=0.5)
+            assert writer.is_alive(), "write completed while another process held the lock"
+            assert (await store.get(CLAIM)).data == RECORD
+
+            holder.stdin.write("release\n")
+            holder.stdin.flush()
+            released_at = float(holder.stdout.readline())
+            writer.join(timeout=10)
+            assert not writer.is_alive()
+            assert done["at"] >= released_at
+            assert (await store.get(CLAIM)).data == {"v": 2}
+        finally:
+            holder.kill()
+
+
+async def test_record_replaced_underneath_us_makes_our_cas_fail(store, root):
+    await store.create(CLAIM, RECORD)
+    seen = await store.get(CLAIM)
+    foreign = root / "claims/acme/widgets/.foreign-tmp"
+    foreign.write_text(json.dumps(dict(RECORD, agent_id="ruby-writer"), indent=2) + "\n")
+    os.replace(foreign, root / CLAIM)
+    with pytest.raises(Conflict) as excinfo:
+        await store.replace(CLAIM, dict(RECORD, agent_id="us"), seen.version)
+    assert excinfo.value.kind == "version_conflict"
+    assert (await store.get(CLAIM)).data["agent_id"] == "ruby-writer"
+
+
+async def test_record_deleted_underneath_us_makes_our_cas_fail(store, root):
+    await store.create(CLAIM, RECORD)
+    seen = await store.get(CLAIM)
+    (root / CLAIM).unlink()
+    with pytest.raises(NotFound):
+        await store.replace(CLAIM, RECORD, seen.version)
