@@ -163,7 +163,7 @@ def events_prefix(batch: str) -> str:
 
 
 def event_path(batch: str, event_id: str) -> str:
-    return state_path(f"{events_prefix(batch)}/{event_id}.json")
+    return state_path(f"{events_prefix(batch)}/{_segment('event-id', event_id)}.json")
 
 
 def lane_closed_event_id(lane: str) -> str:
