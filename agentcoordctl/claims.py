@@ -1,0 +1,79 @@
+"""claim and release."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from agentcoordctl import render
+from agentcoordctl.options import (
+    AgentId, ApiUrl, BatchId, Branch, ChatHandle, DashboardUrl, EtcdEndpoints, Generation, Host,
+    InstanceId, LegacyBackend, Operator, Phase, PrUrl, Repo, StateRoot, Synthetic, SyntheticKind,
+    Target, ThreadHandle, Ttl, metadata, run, selection,
+)
+from agentcoordd import protocol as p
+
+
+def register(app: typer.Typer) -> None:
+    app.command("claim")(claim)
+    app.command("release")(release)
+
+
+def claim(
+    agent_id: AgentId, repo: Repo, target: Target, batch_id: BatchId = None, branch: Branch = None,
+    ttl: Ttl = None,
+    thread_handle: ThreadHandle = None, chat_handle: ChatHandle = None, host: Host = None,
+    pr_url: PrUrl = None, dashboard_url: DashboardUrl = None, operator: Operator = None,
+    phase: Phase = None, generation: Generation = None, instance_id: InstanceId = None,
+    synthetic: Synthetic = False, synthetic_kind: SyntheticKind = None,
+    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
+    backend: LegacyBackend = None,
+) -> None:
+    """Acquire or renew the lease on ISSUE_OR_PR (exit 3 while another holder is live or stale)."""
+    meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
+                    dashboard_url=dashboard_url, operator=operator, phase=phase,
+                    generation=generation, instance_id=instance_id, synthetic=synthetic,
+                    synthetic_kind=synthetic_kind)
+    run(p.Claim(agent_id=agent_id, repo=repo, target=target, batch_id=batch_id, branch=branch,
+                ttl=ttl, meta=meta,
+                selection=selection(state_root, api_url, etcd_endpoints, backend)),
+        text=render.claim)
+
+
+Terminal = Annotated[Optional[str], typer.Option(
+    "--terminal", metavar="done|abandoned|superseded",
+    help="Close the lane: write a lane_closed event, then release.")]
+PrState = Annotated[Optional[str], typer.Option("--pr-state", metavar="STATE",
+                                                help="Final pull-request state.")]
+EvidenceUrl = Annotated[Optional[str], typer.Option("--evidence-url", metavar="URL",
+                                                    help="Replayable closeout evidence.")]
+Workspace = Annotated[Optional[str], typer.Option("--workspace", metavar="WORKSPACE",
+                                                  help="Workspace of the lane (default: default).")]
+
+
+def release(
+    agent_id: AgentId, repo: Repo, target: Target,
+    handoff_to: Annotated[Optional[str], typer.Option(
+        "--handoff-to", metavar="ID", help="Structured handoff: the next agent.")] = None,
+    handoff_note: Annotated[Optional[str], typer.Option(
+        "--handoff-note", metavar="TEXT", help="Structured handoff: the resume note.")] = None,
+    terminal: Terminal = None, pr_state: PrState = None, evidence_url: EvidenceUrl = None,
+    workspace: Workspace = None,
+    thread_handle: ThreadHandle = None, chat_handle: ChatHandle = None, host: Host = None,
+    pr_url: PrUrl = None, dashboard_url: DashboardUrl = None, operator: Operator = None,
+    phase: Phase = None, generation: Generation = None, instance_id: InstanceId = None,
+    synthetic: Synthetic = False, synthetic_kind: SyntheticKind = None,
+    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
+    backend: LegacyBackend = None,
+) -> None:
+    """Release your claim on ISSUE_OR_PR: plain, structured handoff, or terminal closeout."""
+    meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
+                    dashboard_url=dashboard_url, operator=operator, phase=phase,
+                    generation=generation, instance_id=instance_id, synthetic=synthetic,
+                    synthetic_kind=synthetic_kind)
+    run(p.Release(agent_id=agent_id, repo=repo, target=target, meta=meta, handoff_to=handoff_to,
+                  handoff_note=handoff_note, terminal=terminal, pr_state=pr_state,
+                  evidence_url=evidence_url, workspace=workspace,
+                  selection=selection(state_root, api_url, etcd_endpoints, backend)),
+        text=render.release)

@@ -1,0 +1,215 @@
+"""Talking to agentcoordd: connect, autostart, one request, the final response.
+
+Only the standard library, msgspec and agentcoordd.protocol are imported here;
+`subprocess` is imported only when a daemon has to be started.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from agentcoordd import protocol as p
+
+CLIENT_NAME = "agentcoordctl"
+CLIENT_VERSION = p.DAEMON_VERSION  # one package, one version
+DEFAULT_TIMEOUT = 30.0
+AUTOSTART_WAIT = 10.0
+FORWARD_PREFIXES = ("AGENT_COORD_", "XDG_")
+FORWARD_NAMES = ("CODEX_THREAD_ID", "HOME")
+# What an autostarted daemon inherits: never session ids, tokens or backend
+# selections of the first caller (those travel with each request instead).
+CLEAN_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "XDG_STATE_HOME")
+_TRUE = ("1", "true", "yes")
+
+
+class ClientError(Exception):
+    """ctl could not get an answer: exit 2 with a one-line message."""
+
+    exit_code = p.EXIT_OPERATIONAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def caller(env: Mapping[str, str] | None = None) -> p.Caller:
+    env = os.environ if env is None else env
+    forwarded = {
+        k: v for k, v in env.items() if k.startswith(FORWARD_PREFIXES) or k in FORWARD_NAMES
+    }
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = ""
+    return p.Caller(env=forwarded, cwd=cwd, pid=os.getpid())
+
+
+def timeout_from_env(env: Mapping[str, str] | None = None) -> float:
+    env = os.environ if env is None else env
+    raw = env.get("AGENT_COORD_TIMEOUT", "")
+    try:
+        value = float(raw) if raw else DEFAULT_TIMEOUT
+    except ValueError:
+        return DEFAULT_TIMEOUT
+    return value if value > 0 else DEFAULT_TIMEOUT
+
+
+def socket_path(env: Mapping[str, str] | None = None) -> str:
+    return p.default_socket_path(os.environ if env is None else env)
+
+
+def _connect(path: str, timeout: float) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _unreachable(exc: OSError) -> bool:
+    return isinstance(exc, (FileNotFoundError, ConnectionRefusedError)) or exc.errno in (
+        errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK,
+    )
+
+
+def start_daemon(path: str, env: Mapping[str, str]) -> tuple[int, str]:
+    """Start agentcoordd detached for this user; returns (pid, log path)."""
+    import subprocess
+
+    state_dir = p.default_state_dir(env)
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    log_path = os.path.join(state_dir, "agentcoordd.log")
+    clean = {k: env[k] for k in CLEAN_ENV_NAMES if env.get(k)}
+    clean.setdefault("PATH", os.defpath)
+    command = [sys.executable, "-m", "agentcoordd.daemon.main", "--foreground",
+               "--socket", path, "--state-dir", state_dir]
+    with open(log_path, "ab", buffering=0) as log, open(os.devnull, "rb") as devnull:
+        os.chmod(log_path, 0o600)
+        child = subprocess.Popen(
+            command, stdin=devnull, stdout=subprocess.DEVNULL, stderr=log, env=clean,
+            cwd="/", start_new_session=True, close_fds=True,
+        )
+    return child.pid, log_path
+
+
+def connect(path: str, *, timeout: float, autostart: bool = True,
+            env: Mapping[str, str] | None = None,
+            notify: Callable[[str], None] | None = None) -> socket.socket:
+    """A connected socket to the daemon, starting one if allowed and needed."""
+    env = os.environ if env is None else env
+    notify = notify or _stderr
+    try:
+        return _connect(path, timeout)
+    except OSError as exc:
+        if not _unreachable(exc):
+            raise ClientError(f"cannot reach agentcoordd at {path}: {exc.strerror or exc}") from None
+    if not autostart:
+        raise ClientError(f"agentcoordd is not running (socket {path})")
+    if (env.get("AGENT_COORD_NO_AUTOSTART") or "").strip().lower() in _TRUE:
+        raise ClientError(
+            f"agentcoordd is not running (socket {path}) and AGENT_COORD_NO_AUTOSTART is set: "
+            "start it with `systemctl --user start agentcoordd.socket` (or run `agentcoordd`)"
+        )
+    pid, log_path = start_daemon(path, env)
+    notify(f"agentcoordctl: started agentcoordd (pid {pid}, socket {path}, log {log_path})")
+    deadline = time.monotonic() + min(timeout, AUTOSTART_WAIT)
+    delay = 0.005
+    while True:
+        try:
+            return _connect(path, max(deadline - time.monotonic(), 0.05))
+        except OSError as exc:
+            if not _unreachable(exc) or time.monotonic() >= deadline:
+                raise ClientError(
+                    f"started agentcoordd (pid {pid}) but it did not answer on {path} within "
+                    f"{min(timeout, AUTOSTART_WAIT):g}s; see {log_path}"
+                ) from None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def version_notice(daemon_version: str, pid: int) -> str | None:
+    if daemon_version == CLIENT_VERSION:
+        return None
+    relation = "older" if _vkey(daemon_version) < _vkey(CLIENT_VERSION) else "newer"
+    return (
+        f"notice: agentcoordd {daemon_version} (pid {pid}) is {relation} than agentcoordctl "
+        f"{CLIENT_VERSION}; restart it: `agentcoordctl daemon stop` (the next call starts the "
+        "installed version) or `systemctl --user restart agentcoordd`"
+    )
+
+
+def _vkey(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def request(message: Any, *, timeout: float | None = None, autostart: bool = True,
+            env: Mapping[str, str] | None = None, path: str | None = None,
+            on_progress: Callable[[p.Progress], None] | None = None,
+            notify: Callable[[str], None] | None = None) -> tuple[p.Response, p.Welcome | None]:
+    """Send one request and return the final response (and the daemon's welcome)."""
+    env = os.environ if env is None else env
+    timeout = timeout if timeout is not None else timeout_from_env(env)
+    path = path or socket_path(env)
+    notify = notify or _stderr
+    deadline = time.monotonic() + timeout
+    message.timeout = timeout
+    encoder = p.encoder()
+    decoder = p.client_decoder()
+    sock = connect(path, timeout=timeout, autostart=autostart, env=env, notify=notify)
+    try:
+        hello = p.Hello(protocol=p.PROTOCOL_VERSION, client=CLIENT_NAME,
+                        client_version=CLIENT_VERSION)
+        # Pipelined: hello and request in one write, one round trip.
+        sock.sendall(p.frame(encoder.encode(hello)) + p.frame(encoder.encode(message)))
+        welcome: p.Welcome | None = None
+        while True:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            reply = decoder.decode(p.recv_frame(sock))
+            if isinstance(reply, p.Welcome):
+                welcome = reply
+                note = version_notice(reply.daemon_version, reply.pid)
+                if note:
+                    notify(note)
+            elif isinstance(reply, p.Progress):
+                if on_progress is not None:
+                    on_progress(reply)
+            else:
+                return reply, welcome
+    except (socket.timeout, TimeoutError):
+        raise ClientError(
+            f"agentcoordd did not answer within {timeout:g}s (socket {path}); coordination state "
+            "is UNKNOWN"
+        ) from None
+    except (ConnectionError, OSError) as exc:
+        raise ClientError(
+            f"lost the connection to agentcoordd ({exc}); coordination state is UNKNOWN"
+        ) from None
+    except (p.FrameError, ValueError) as exc:  # msgspec errors are ValueErrors
+        raise ClientError(f"unreadable reply from agentcoordd: {exc}") from None
+    finally:
+        sock.close()
+
+
+def daemon_running(path: str, timeout: float = 2.0) -> bool:
+    try:
+        _connect(path, timeout).close()
+        return True
+    except OSError:
+        return False

@@ -1,0 +1,43 @@
+"""heartbeat."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from agentcoordctl import render
+from agentcoordctl.options import (
+    AgentId, ApiUrl, BatchId, Branch, ChatHandle, DashboardUrl, EtcdEndpoints, Generation, Host,
+    InstanceId, LegacyBackend, Operator, OptRepo, OptTarget, Phase, PrUrl, StateRoot, Synthetic,
+    SyntheticKind, ThreadHandle, Ttl, metadata, run, selection,
+)
+from agentcoordd import protocol as p
+
+
+def register(app: typer.Typer) -> None:
+    app.command("heartbeat")(heartbeat)
+
+
+def heartbeat(
+    agent_id: AgentId, repo: OptRepo = None, target: OptTarget = None, batch_id: BatchId = None,
+    branch: Branch = None,
+    status: Annotated[Optional[str], typer.Option(
+        "--status", metavar="STATUS", help="Heartbeat status (default in_progress).")] = None,
+    ttl: Ttl = None,
+    thread_handle: ThreadHandle = None, chat_handle: ChatHandle = None, host: Host = None,
+    pr_url: PrUrl = None, dashboard_url: DashboardUrl = None, operator: Operator = None,
+    phase: Phase = None, generation: Generation = None, instance_id: InstanceId = None,
+    synthetic: Synthetic = False, synthetic_kind: SyntheticKind = None,
+    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
+    backend: LegacyBackend = None,
+) -> None:
+    """Write heartbeats/<agent-id>.json: you are alive, and what you are doing."""
+    meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
+                    dashboard_url=dashboard_url, operator=operator, phase=phase,
+                    generation=generation, instance_id=instance_id, synthetic=synthetic,
+                    synthetic_kind=synthetic_kind)
+    run(p.Heartbeat(agent_id=agent_id, repo=repo, target=target, batch_id=batch_id, branch=branch,
+                    status=status, ttl=ttl, meta=meta,
+                    selection=selection(state_root, api_url, etcd_endpoints, backend)),
+        text=render.heartbeat)

@@ -1,0 +1,144 @@
+"""Options shared by several commands, and the one way a command talks to the
+daemon and prints its answer."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
+
+import typer
+
+from agentcoordctl import client
+from agentcoordd import protocol as p
+from agentcoordd.model.records import Metadata
+
+
+class Globals:
+    """Values of the app-level options (set by the app callback)."""
+
+    timeout: float | None = None
+
+
+# ---- backend selectors ---------------------------------------------------------------
+
+StateRoot = Annotated[Optional[str], typer.Option(
+    "--state-root", metavar="PATH", help="Use this local state root (explicit local backend).")]
+ApiUrl = Annotated[Optional[str], typer.Option(
+    "--api-url", metavar="URL", help="Use the HTTP state API at URL.")]
+EtcdEndpoints = Annotated[Optional[str], typer.Option(
+    "--etcd-endpoints", metavar="URLS", help="Use etcd at these endpoints.")]
+LegacyBackend = Annotated[Optional[str], typer.Option(
+    "--backend", metavar="OWNER/REPO", help="Legacy GitHub backend (not supported: exit 2).")]
+
+
+def selection(state_root: str | None, api_url: str | None, etcd_endpoints: str | None,
+              backend: str | None) -> p.Selection:
+    return p.Selection(state_root=state_root, api_url=api_url, etcd_endpoints=etcd_endpoints,
+                       backend=backend)
+
+
+# ---- ids and common fields -------------------------------------------------------------
+
+AgentId = Annotated[str, typer.Option("--agent-id", metavar="ID", help="Stable agent id.")]
+OptAgentId = Annotated[Optional[str], typer.Option("--agent-id", metavar="ID", help="Agent id.")]
+Repo = Annotated[str, typer.Option("--repo", metavar="OWNER/REPO", help="Target repository.")]
+OptRepo = Annotated[Optional[str], typer.Option("--repo", metavar="OWNER/REPO",
+                                                help="Target repository.")]
+Target = Annotated[str, typer.Option("--target", metavar="ISSUE_OR_PR", help="Issue or PR.")]
+OptTarget = Annotated[Optional[str], typer.Option("--target", metavar="ISSUE_OR_PR",
+                                                  help="Issue or PR.")]
+BatchId = Annotated[Optional[str], typer.Option("--batch-id", metavar="ID", help="Batch id.")]
+Branch = Annotated[Optional[str], typer.Option("--branch", metavar="BRANCH", help="Work branch.")]
+Ttl = Annotated[Optional[int], typer.Option("--ttl", metavar="SECONDS", help="Lease length.")]
+Json = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+
+# ---- metadata options (claim, heartbeat, release, record-event) ------------------------
+
+ThreadHandle = Annotated[Optional[str], typer.Option("--thread-handle", help="Chat thread handle.",
+                                                     rich_help_panel="Metadata")]
+ChatHandle = Annotated[Optional[str], typer.Option("--chat-handle", help="Chat handle.",
+                                                   rich_help_panel="Metadata")]
+Host = Annotated[Optional[str], typer.Option("--host", help="Host app or machine.",
+                                             rich_help_panel="Metadata")]
+PrUrl = Annotated[Optional[str], typer.Option("--pr-url", metavar="URL", help="Pull request URL.",
+                                              rich_help_panel="Metadata")]
+DashboardUrl = Annotated[Optional[str], typer.Option("--dashboard-url", metavar="URL",
+                                                     help="Dashboard deep link.",
+                                                     rich_help_panel="Metadata")]
+Operator = Annotated[Optional[str], typer.Option("--operator", help="Operator.",
+                                                 rich_help_panel="Metadata")]
+Phase = Annotated[Optional[str], typer.Option("--phase", help="Work phase.",
+                                              rich_help_panel="Metadata")]
+Generation = Annotated[Optional[str], typer.Option("--generation", help="Lane generation.",
+                                                   rich_help_panel="Metadata")]
+InstanceId = Annotated[Optional[str], typer.Option("--instance-id", help="Agent instance id.",
+                                                   rich_help_panel="Metadata")]
+Synthetic = Annotated[bool, typer.Option("--synthetic", help="Mark as synthetic (simulation, smoke).",
+                                         rich_help_panel="Metadata")]
+SyntheticKind = Annotated[Optional[str], typer.Option("--synthetic-kind", metavar="KIND",
+                                                      help="simulation, smoke, …",
+                                                      rich_help_panel="Metadata")]
+
+
+def metadata(*, thread_handle: str | None, chat_handle: str | None, host: str | None,
+             pr_url: str | None, dashboard_url: str | None, operator: str | None,
+             phase: str | None, generation: str | None, instance_id: str | None,
+             synthetic: bool, synthetic_kind: str | None) -> Metadata:
+    gen: int | str | None = generation
+    if generation is not None and generation.isascii() and generation.isdigit():
+        gen = int(generation)
+    return Metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
+                    dashboard_url=dashboard_url, operator=operator, phase=phase, generation=gen,
+                    instance_id=instance_id, synthetic=True if synthetic else None,
+                    synthetic_kind=synthetic_kind)
+
+
+# ---- running a request ----------------------------------------------------------------
+
+
+def eprint(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def dump_json(payload: Any) -> str:
+    return json.dumps(payload, indent=2, ensure_ascii=False)
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    eprint(message)
+    return typer.Exit(code)
+
+
+def send(message: Any, *, autostart: bool = True, path: str | None = None) -> p.Response:
+    message.caller = client.caller()
+    try:
+        response, _welcome = client.request(
+            message, timeout=Globals.timeout, autostart=autostart, path=path,
+            on_progress=lambda frame: eprint(frame.message) if frame.message else None,
+        )
+    except client.ClientError as exc:
+        raise fail(exc.message, exc.exit_code) from None
+    return response
+
+
+def show(response: p.Response, *, as_json: bool = False,
+         text: Callable[[Any], str | None] | None = None) -> None:
+    """Print notices, warnings, the error and the payload; exit with the response's code."""
+    for notice in response.notices:
+        eprint(notice)
+    for warning in response.warnings:
+        eprint(f"warning: {warning}")
+    if response.error:
+        eprint(response.error)
+    if response.payload is not None:
+        out = dump_json(response.payload) if as_json or text is None else text(response.payload)
+        if out:
+            sys.stdout.write(out + "\n")
+            sys.stdout.flush()
+    raise typer.Exit(response.exit_code)
+
+
+def run(message: Any, *, as_json: bool = False, text: Callable[[Any], str | None] | None = None) -> None:
+    show(send(message), as_json=as_json, text=text)

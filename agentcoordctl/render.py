@@ -1,0 +1,169 @@
+"""Text output: the existing tool's line shapes, built from the daemon's payloads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _label(record: dict[str, Any]) -> str:
+    return f"{record.get('repo', '?')}#{record.get('target', '?')}"
+
+
+def _dash(value: Any) -> str:
+    if value is None or value == "" or value == []:
+        return "-"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def claim(payload: dict[str, Any]) -> str:
+    record = payload.get("claim") or {}
+    return f"claimed {_label(record)} by {record.get('agent_id')} until {record.get('expires_at')}"
+
+
+def release(payload: dict[str, Any]) -> str:
+    record = payload.get("claim") or {}
+    action = payload.get("action")
+    if action == "already_closed":
+        return f"lane already closed for {_label(record)}"
+    if action == "already_released":
+        return f"already released {_label(record)} by {record.get('agent_id')}"
+    return f"released {_label(record)} by {record.get('agent_id')}"
+
+
+def heartbeat(payload: dict[str, Any]) -> str:
+    record = payload.get("heartbeat") or {}
+    return f"heartbeat {record.get('agent_id')} {record.get('updated_at')}"
+
+
+def record_event(payload: dict[str, Any]) -> str:
+    event = payload.get("event") or {}
+    if payload.get("action") == "already_closed":
+        return f"lane already closed for {_label(event)}"
+    return f"recorded event {event.get('batch_id')} {event.get('event_id')}"
+
+
+def register_batch(payload: dict[str, Any]) -> str:
+    batch = payload.get("batch") or {}
+    return f"registered batch {batch.get('batch_id') or payload.get('batch_id')}"
+
+
+def batch_audit(payload: dict[str, Any]) -> str:
+    lines = [f"batch-audit {payload.get('batch_id')} {payload.get('verdict')}"]
+    for lane in payload.get("lanes") or []:
+        state = "complete" if lane.get("complete") else "incomplete"
+        line = f"- lane {lane.get('name') or '-'} owner {_dash(lane.get('owner'))} {state}"
+        if lane.get("malformed"):
+            line += " malformed"
+        if lane.get("missing"):
+            line += " missing " + ", ".join(lane["missing"])
+        lines.append(line)
+    if payload.get("reason"):
+        lines.append(f"reason: {payload['reason']}")
+    return "\n".join(lines)
+
+
+def status(payload: dict[str, Any]) -> str:
+    lines: list[str] = []
+    notes = payload.get("section_notes") or {}
+
+    def section(name: str, rows: list[str]) -> None:
+        lines.append(name)
+        if rows:
+            lines.extend(rows)
+        elif notes.get(name):
+            lines.append(f"- {notes[name]}")
+        else:
+            lines.append("- none")
+
+    section("claims", [
+        f"- {_label(c)} {c.get('status')} {c.get('agent_id')} branch {_dash(c.get('branch'))} "
+        f"expires {c.get('expires_at')}"
+        for c in payload.get("claims") or []
+    ])
+    section("heartbeats", [
+        f"- {h.get('agent_id')} {h.get('status')} {h.get('liveness')} {_dash(h.get('target'))} "
+        f"updated {h.get('updated_at')}"
+        for h in payload.get("heartbeats") or []
+    ])
+    batches: list[str] = []
+    for batch in payload.get("batches") or []:
+        batches.append(f"- {batch.get('batch_id')}")
+        for lane in batch.get("lanes") or []:
+            if not isinstance(lane, dict):
+                batches.append("  - lane (malformed)")
+                continue
+            batches.append(
+                f"  - lane {lane.get('name')} owner {_dash(lane.get('owner'))} targets "
+                f"{_dash(lane.get('targets'))} status {_dash(lane.get('status'))} "
+                f"{_dash(lane.get('liveness'))} deps {_dash(lane.get('deps'))} blocked_on "
+                f"{_dash(lane.get('blocked_on'))}"
+            )
+    section("batches", batches)
+    section("events", [
+        f"- {e.get('at')} {e.get('batch_id')} {e.get('type')} lane {_dash(e.get('lane'))} agent "
+        f"{_dash(e.get('agent_id'))}" + (f" {e['message']}" if e.get("message") else "")
+        for e in payload.get("events") or []
+    ])
+    degraded = payload.get("degraded") or []
+    if degraded and any(payload.get(k) for k in ("claims", "heartbeats", "batches", "events")):
+        lines.append("degraded")
+        lines.extend(f"- {note}" for note in degraded)
+    return "\n".join(lines)
+
+
+VERSION_KEYS = ("schema_version", "lane_closed_schema_version", "archive_schema_version",
+                "default_backend", "default_ref")
+
+
+def version(payload: dict[str, Any]) -> str:
+    lines = [f"agentcoordctl {payload.get('version')}"]
+    for key in VERSION_KEYS:
+        lines.append(f"{key}: {_none(payload.get(key))}")
+    daemon = payload.get("daemon_version")
+    lines.append(f"daemon_version: {daemon if daemon else 'not running'}")
+    if payload.get("daemon_pid"):
+        lines.append(f"daemon_pid: {payload['daemon_pid']}")
+    lines.append(f"protocol_version: {payload.get('protocol_version')}")
+    return "\n".join(lines)
+
+
+def _none(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def config(payload: dict[str, Any]) -> str:
+    retention = payload.get("retention_policy") or {}
+    vocab = payload.get("heartbeat_status_vocabulary") or {}
+    codes = payload.get("exit_codes") or {}
+    return "\n".join([
+        "agent-coord config",
+        f"version: {payload.get('version')}",
+        f"default_backend: {_none(payload.get('default_backend'))}",
+        f"default_claim_ttl_seconds: {payload.get('default_claim_ttl_seconds')}",
+        f"default_heartbeat_ttl_seconds: {payload.get('default_heartbeat_ttl_seconds')}",
+        f"heartbeat_dead_after_ttl_multiplier: {payload.get('heartbeat_dead_after_ttl_multiplier')}",
+        f"retention_policy: hot={retention.get('hot_days')}d,archive={retention.get('archive_days')}d,"
+        f"synthetic_hot={retention.get('synthetic_hot_days')}d",
+        "dependency_terminal_statuses: " + ",".join(payload.get("dependency_terminal_statuses") or []),
+        "heartbeat_working_statuses: " + ",".join(vocab.get("working") or []),
+        "heartbeat_terminal_statuses: " + ",".join(vocab.get("terminal") or []),
+        "exit_codes: " + ",".join(f"{k}={v}" for k, v in codes.items()),
+    ])
+
+
+def daemon_status(payload: dict[str, Any]) -> str:
+    lines = [
+        f"agentcoordd {payload.get('version')} running (pid {payload.get('pid')})",
+        f"socket: {payload.get('socket')}",
+        f"state_dir: {payload.get('state_dir')}",
+        f"protocol: {payload.get('protocol')}",
+        f"uptime_seconds: {payload.get('uptime_seconds')}",
+        f"requests: {payload.get('requests')}",
+        f"connections: {payload.get('connections')}",
+    ]
+    for backend in payload.get("backends") or []:
+        lines.append(f"backend: {backend.get('kind')} {backend.get('location')} "
+                     f"(from {backend.get('source')})")
+    return "\n".join(lines)

@@ -1,0 +1,231 @@
+"""Backend selection (DESIGN.md "Backend selection and identity") and the pool
+of open stores, one per distinct selection.
+
+Order, first match wins:
+1. explicit per-call flags: --state-root, --api-url, --etcd-endpoints, --backend
+   (two of them is a usage error);
+2. the caller's environment: AGENT_COORD_API_URL, AGENT_COORD_ETCD_ENDPOINTS,
+   AGENT_COORD_STATE_ROOT (API URL + state root: HTTP wins, with a warning),
+   then the legacy AGENT_COORD_BACKEND (refused);
+3. AGENT_COORD_LOCAL=1|true|yes: the zero-config local root, on purpose;
+4. the machine's configured backend: the consumer env files, then the
+   daemon's own environment (a systemd EnvironmentFile, say);
+5. the zero-config local root, with the spec's `local mode` notice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentcoordd.daemon import envfiles
+from agentcoordd.model.errors import OperationalError, UsageError
+from agentcoordd.protocol import Selection, state_home
+
+Kind = Literal["local", "http", "etcd"]
+LOCAL_OPT_IN = frozenset({"1", "true", "yes"})
+LEGACY_REFUSAL = "legacy GitHub backend not supported; use --api-url or --etcd-endpoints"
+LOCAL_NOTICE = "notice: local mode — single-machine only; state root: {root}"
+BOTH_SET_WARNING = (
+    "both AGENT_COORD_API_URL and AGENT_COORD_STATE_ROOT are set; using the HTTP backend "
+    "(AGENT_COORD_API_URL). Pass --state-root only for an explicit local smoke check."
+)
+
+# kind -> (module, class, human name). A store module that does not exist yet
+# makes that selection a clear exit 2 instead of a crash.
+STORES: dict[str, tuple[str, str, str]] = {
+    "local": ("agentcoordd.store.local", "LocalStore", "local state root"),
+    "http": ("agentcoordd.store.http", "HttpStore", "HTTP state API"),
+    "etcd": ("agentcoordd.store.etcd", "EtcdStore", "etcd"),
+}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    kind: Kind
+    location: str  # state root, API URL or endpoint list
+    source: str  # where the selection came from, for messages and `daemon status`
+    token: str | None = field(default=None, repr=False)
+    user: str | None = None  # etcd RBAC user (its password travels as `token`)
+    implicit: bool = False
+    machine_id: str | None = None  # the machine's own id (env file / daemon env)
+    notices: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """Pool key: selection + a hash of the token (the token itself is never kept)."""
+        digest = hashlib.sha256(self.token.encode()).hexdigest()[:16] if self.token else ""
+        return (self.kind, self.location, f"{self.user or ''}:{digest}")
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "location": self.location, "source": self.source,
+                "credentials": bool(self.token)}
+
+
+def _value(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def local_opt_in(env: Mapping[str, str]) -> bool:
+    return (env.get("AGENT_COORD_LOCAL") or "").strip().lower() in LOCAL_OPT_IN
+
+
+def implicit_root(env: Mapping[str, str]) -> str:
+    """$XDG_STATE_HOME/agent-coordination when absolute, else ~/.local/state/…"""
+    return os.path.join(state_home(env), "agent-coordination")
+
+
+def _absolute(path: str, cwd: str) -> str:
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        path = os.path.join(cwd or "/", path)
+    return os.path.normpath(path)
+
+
+def _from_values(values: Mapping[str, str], source: str, cwd: str, machine: str | None,
+                 warnings: list[str]) -> Resolved | None:
+    """API URL, etcd endpoints or state root from one mapping (env / env file)."""
+    api = _value(values, "AGENT_COORD_API_URL")
+    etcd = _value(values, "AGENT_COORD_ETCD_ENDPOINTS")
+    root = _value(values, "AGENT_COORD_STATE_ROOT")
+    if api:
+        if root:
+            warnings.append(BOTH_SET_WARNING)
+        return Resolved("http", api.rstrip("/"), source, _value(values, "AGENT_COORD_API_TOKEN"),
+                        machine_id=machine, warnings=tuple(warnings))
+    if etcd:
+        return Resolved("etcd", etcd, source, _value(values, "AGENT_COORD_ETCD_PASSWORD"),
+                        user=_value(values, "AGENT_COORD_ETCD_USER"), machine_id=machine,
+                        warnings=tuple(warnings))
+    if root:
+        return Resolved("local", _absolute(root, cwd), source, machine_id=machine,
+                        warnings=tuple(warnings))
+    return None
+
+
+def resolve(selection: Selection, env: Mapping[str, str], cwd: str = "",
+            daemon_env: Mapping[str, str] | None = None, *, write: bool = False) -> Resolved:
+    """Pick the backend for one call. Raises UsageError / OperationalError."""
+    daemon_env = os.environ if daemon_env is None else daemon_env
+    files = envfiles.existing(env)
+    machine = _value(daemon_env, "AGENT_COORD_MACHINE_ID") or next(
+        (f.get("AGENT_COORD_MACHINE_ID") for f in files if f.get("AGENT_COORD_MACHINE_ID")), None)
+    warnings: list[str] = []
+
+    # 1. explicit flags
+    explicit = {
+        "--state-root": selection.state_root,
+        "--api-url": selection.api_url,
+        "--etcd-endpoints": selection.etcd_endpoints,
+        "--backend": selection.backend,
+    }
+    chosen = [(flag, value) for flag, value in explicit.items() if value]
+    if len(chosen) > 1:
+        raise UsageError(
+            "choose one backend: " + " and ".join(flag for flag, _ in chosen)
+            + " were both given; pass exactly one of --state-root, --api-url or --etcd-endpoints"
+        )
+    if chosen:
+        flag, value = chosen[0]
+        assert value is not None
+        if flag == "--state-root":
+            return Resolved("local", _absolute(value, cwd), flag, machine_id=machine)
+        if flag == "--api-url":
+            return Resolved("http", value.rstrip("/"), flag, _value(env, "AGENT_COORD_API_TOKEN"),
+                            machine_id=machine)
+        if flag == "--etcd-endpoints":
+            return Resolved("etcd", value, flag, _value(env, "AGENT_COORD_ETCD_PASSWORD"),
+                            user=_value(env, "AGENT_COORD_ETCD_USER"), machine_id=machine)
+        raise OperationalError(LEGACY_REFUSAL)
+
+    # 2. the caller's environment
+    found = _from_values(env, "environment", cwd, machine, warnings)
+    if found is not None:
+        return found
+    if _value(env, "AGENT_COORD_BACKEND"):
+        raise OperationalError(LEGACY_REFUSAL)
+
+    # 3. explicit opt-in to the zero-config root
+    if local_opt_in(env):
+        return _implicit(env, machine, warnings)
+
+    # 4. the machine's configured backend
+    for loaded in files:
+        if loaded.error is not None:
+            message = (
+                f"cannot use consumer env file {loaded.path}: {loaded.error}; fix or remove it, "
+                "or choose a backend explicitly (--state-root PATH, AGENT_COORD_STATE_ROOT, "
+                "or AGENT_COORD_LOCAL=1)"
+            )
+            if write:
+                raise OperationalError(message)
+            warnings.append(message)
+            continue
+        found = _from_values(loaded.values, f"env file {loaded.path}", cwd, machine, warnings)
+        if found is not None:
+            return found
+    found = _from_values(daemon_env, "daemon environment", cwd, machine, warnings)
+    if found is not None:
+        return found
+
+    # 5. zero-config
+    return _implicit(env, machine, warnings)
+
+
+def _implicit(env: Mapping[str, str], machine: str | None, warnings: list[str]) -> Resolved:
+    root = implicit_root(env)
+    return Resolved("local", root, "implicit", implicit=True, machine_id=machine,
+                    notices=(LOCAL_NOTICE.format(root=root),), warnings=tuple(warnings))
+
+
+class StorePool:
+    """One open Store per distinct selection (+ token hash)."""
+
+    def __init__(self) -> None:
+        self._stores: dict[tuple[str, str, str], Any] = {}
+        self._described: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def get(self, resolved: Resolved) -> Any:
+        key = resolved.key
+        store = self._stores.get(key)
+        if store is None:
+            store = self._open(resolved)
+            self._stores[key] = store
+            self._described[key] = resolved.describe()
+        return store
+
+    def _open(self, resolved: Resolved) -> Any:
+        module_name, class_name, human = STORES[resolved.kind]
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError):
+            raise OperationalError(
+                f"backend not available yet: the {human} store ({resolved.kind}, selected by "
+                f"{resolved.source}) is not part of this agentcoord build; pass --state-root PATH "
+                "or set AGENT_COORD_LOCAL=1 to use local state"
+            ) from None
+        if resolved.kind == "local":
+            if resolved.implicit:
+                os.makedirs(resolved.location, mode=0o700, exist_ok=True)
+            return cls(resolved.location)
+        if resolved.kind == "etcd":
+            endpoints = [e.strip() for e in resolved.location.split(",") if e.strip()]
+            return cls(endpoints, user=resolved.user, password=resolved.token)
+        return cls(resolved.location, resolved.token or "")
+
+    def describe(self) -> list[dict[str, Any]]:
+        return list(self._described.values())
+
+    async def aclose(self) -> None:
+        for store in self._stores.values():
+            try:
+                await store.aclose()
+            except Exception:  # noqa: BLE001 - closing is best effort at shutdown
+                pass
+        self._stores.clear()

@@ -1,0 +1,54 @@
+"""structlog set-up: JSON lines on stderr when not a TTY (journald, log file),
+console rendering on a terminal. Secrets never reach a log line: any key that
+looks like a credential is redacted before rendering."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from typing import Any
+
+import structlog
+
+_SECRET_KEY = re.compile(r"token|secret|password|passwd|authorization|credential", re.I)
+REDACTED = "[redacted]"
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: REDACTED if _SECRET_KEY.search(str(k)) else _redact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact(v) for v in value]
+    return value
+
+
+def redact_secrets(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    return {k: REDACTED if _SECRET_KEY.search(k) else _redact(v) for k, v in event.items()}
+
+
+def configure(level: str = "info", *, stream: Any = None) -> None:
+    out = stream or sys.stderr
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise ValueError(f"unknown log level: {level}")
+    tty = hasattr(out, "isatty") and out.isatty()
+    renderer: Any = (
+        structlog.dev.ConsoleRenderer(colors=False) if tty else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            redact_secrets,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+
+
+def get_logger(**bound: Any) -> Any:
+    return structlog.get_logger("agentcoordd").bind(**bound)

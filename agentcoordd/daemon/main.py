@@ -1,0 +1,134 @@
+"""`agentcoordd`: the per-machine coordination daemon.
+
+    agentcoordd [--socket PATH] [--state-dir DIR] [--foreground] [--log-level LEVEL]
+
+Without --foreground the daemon detaches (new session, stdio to /dev/null,
+log appended to STATE_DIR/agentcoordd.log) once its socket is listening.
+systemd and launchd run it with --foreground; systemd socket activation
+(LISTEN_FDS) and Type=notify (NOTIFY_SOCKET) are honoured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from typing import Any
+
+from agentcoordd import protocol as p
+
+LOG_NAME = "agentcoordd.log"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="agentcoordd", description=__doc__.split("\n")[0])
+    parser.add_argument("--socket", default=None,
+                        help="socket path (default: $AGENT_COORD_SOCKET, "
+                        "$XDG_RUNTIME_DIR/agentcoord/agentcoordd.sock, or "
+                        "$XDG_STATE_HOME/agentcoord/run/agentcoordd.sock)")
+    parser.add_argument("--state-dir", default=None,
+                        help="daemon state and log directory (default: $XDG_STATE_HOME/agentcoord)")
+    parser.add_argument("--foreground", action="store_true",
+                        help="stay attached; log to stderr (systemd, launchd, tests)")
+    parser.add_argument("--log-level", default="info",
+                        choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--version", action="version", version=f"agentcoordd {p.DAEMON_VERSION}")
+    return parser.parse_args(argv)
+
+
+def _inherited_socket() -> socket.socket | None:
+    """systemd socket activation: fd 3 when LISTEN_PID is us."""
+    if os.environ.get("LISTEN_PID") != str(os.getpid()) or os.environ.get("LISTEN_FDS") != "1":
+        return None
+    for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(name, None)
+    return socket.socket(fileno=3)
+
+
+def _sd_notify(message: str) -> None:
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.sendto(message.encode(), address)
+        except OSError:
+            pass
+
+
+def _detach(log_path: str) -> int | None:
+    """Fork; the parent waits for the child's readiness byte and returns its exit code."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_fd)
+        with os.fdopen(read_fd, "rb") as pipe:
+            ok = pipe.read(1)
+        return 0 if ok == b"1" else 1
+    os.close(read_fd)
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.dup2(log_fd, 2)
+    os.close(devnull)
+    os.close(log_fd)
+    os.environ["_AGENTCOORDD_READY_FD"] = str(write_fd)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    env = os.environ
+    socket_path = os.path.abspath(args.socket or p.default_socket_path(env))
+    state_dir = os.path.abspath(args.state_dir or p.default_state_dir(env))
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+
+    if not args.foreground:
+        code = _detach(os.path.join(state_dir, LOG_NAME))
+        if code is not None:
+            return code
+
+    # Heavy imports only once we know we run.
+    import anyio
+
+    from agentcoordd.daemon import logging as daemon_logging
+    from agentcoordd.daemon.server import Daemon, StartupError
+
+    daemon_logging.configure(args.log_level)
+    log = daemon_logging.get_logger()
+    daemon = Daemon(socket_path, state_dir, log=log)
+    ready_fd = os.environ.pop("_AGENTCOORDD_READY_FD", None)
+
+    def ready() -> None:
+        _sd_notify(f"READY=1\nSTATUS=listening on {socket_path}\nMAINPID={os.getpid()}")
+        if ready_fd is not None:
+            os.write(int(ready_fd), b"1")
+            os.close(int(ready_fd))
+
+    try:
+        daemon.bind(inherited=_inherited_socket())
+    except (StartupError, OSError) as exc:
+        log.error("cannot start", error=str(exc), socket=socket_path)
+        print(f"agentcoordd: {exc}", file=sys.stderr)
+        return 1
+    try:
+        anyio.run(_serve, daemon, ready)
+    except KeyboardInterrupt:  # pragma: no cover - signals are handled in serve()
+        pass
+    finally:
+        daemon.release()
+    _sd_notify("STOPPING=1")
+    return 0
+
+
+async def _serve(daemon: Any, ready: Any) -> None:
+    await daemon.serve(ready)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

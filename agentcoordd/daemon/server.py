@@ -1,0 +1,462 @@
+"""The Unix-socket server: single instance, peer-uid check, framed msgpack.
+
+Life cycle
+* `bind()` takes the lock file next to the socket (flock, never unlinked), so
+  at most one daemon serves a socket path. Holding the lock, an existing
+  socket file is either answered by a live daemon (never stolen: we exit) or
+  stale (left by a crash: replaced). The socket directory is 0700 and the
+  socket 0600.
+* Every connection: peer credentials first (another uid is refused and
+  logged), then `Hello`, then request/response pairs. Each bad client costs
+  one log line and its connection, never the daemon.
+* SIGTERM/SIGINT (or `daemon stop`): stop accepting, let in-flight requests
+  finish (dispatch runs shielded from cancellation), close idle connections,
+  exit 0. A request is never cut between its backend write and its reply.
+* If the socket file is removed or replaced under us (an operator's `rm`, a
+  test's temp dir going away), the daemon exits: nobody can reach it anymore.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
+import time
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from agentcoordd import protocol as p
+from agentcoordd.daemon.dispatch import wants_progress
+from agentcoordd.daemon.logging import get_logger
+
+HANDSHAKE_TIMEOUT = 10.0
+IDLE_TIMEOUT = 300.0
+SEND_TIMEOUT = 10.0
+DRAIN_TIMEOUT = 30.0
+WATCH_INTERVAL = 1.0
+MAX_HELLO_FRAME = 64 * 1024
+
+
+class StartupError(Exception):
+    """The daemon cannot serve this socket (another instance, bad path, …)."""
+
+
+class BadClient(Exception):
+    """A protocol violation: log one line, answer if possible, drop the client."""
+
+    def __init__(self, reason: str, reply: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.reply = reply
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int | None, int, int | None]:
+    """(pid, uid, gid) of the connected peer."""
+    if hasattr(socket, "SO_PEERCRED"):
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid, uid, gid = struct.unpack("3i", raw)
+        return pid, uid, gid
+    uid, gid = os.getpeereid(sock.fileno())  # type: ignore[attr-defined]  # macOS/BSD
+    return None, uid, gid
+
+
+def _connects(path: str) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+class Daemon:
+    def __init__(self, socket_path: str, state_dir: str, *, log: Any = None) -> None:
+        self.socket_path = os.path.abspath(socket_path)
+        self.state_dir = os.path.abspath(state_dir)
+        self.lock_path = self.socket_path + ".lock"
+        self.log = log or get_logger()
+        self.started_at = time.time()
+        self.requests = 0
+        self.in_flight = 0
+        self.connections = 0
+        self.bad_clients = 0
+        self.refused_peers = 0
+        self._lock_fd: int | None = None
+        self._sock: socket.socket | None = None
+        self._inode: tuple[int, int] | None = None
+        self._stop: anyio.Event | None = None
+        self._stop_reason = ""
+        from agentcoordd.daemon.dispatch import Dispatcher
+
+        self.dispatcher = Dispatcher(self)
+
+    # ---- binding -----------------------------------------------------------------
+
+    def bind(self, *, inherited: socket.socket | None = None) -> None:
+        directory = os.path.dirname(self.socket_path)
+        if len(os.fsencode(self.socket_path)) > p.MAX_SOCKET_PATH:
+            raise StartupError(
+                f"socket path is {len(os.fsencode(self.socket_path))} bytes, over the "
+                f"{p.MAX_SOCKET_PATH}-byte limit of Unix sockets: {self.socket_path}; "
+                "set AGENT_COORD_SOCKET to a shorter path"
+            )
+        _private_dir(directory)
+        os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        self._lock()
+        if inherited is not None:  # systemd socket activation
+            self._sock = inherited
+        else:
+            self._sock = self._bind_fresh()
+        st = os.stat(self.socket_path)
+        self._inode = (st.st_dev, st.st_ino)
+
+    def _lock(self) -> None:
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                holder = _read_pid(self.lock_path)
+                raise StartupError(
+                    f"agentcoordd is already running on {self.socket_path}"
+                    + (f" (pid {holder})" if holder else "")
+                ) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _bind_fresh(self) -> socket.socket:
+        path = self.socket_path
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None:
+            if not stat.S_ISSOCK(st.st_mode):
+                raise StartupError(f"{path} exists and is not a socket; refusing to replace it")
+            if _connects(path):
+                # We hold the lock, yet something answers: never steal a live socket.
+                raise StartupError(f"another process is serving {path}; refusing to replace it")
+            self.log.info("stale socket replaced", socket=path)
+            os.unlink(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            sock.bind(path)
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        sock.listen(1024)
+        return sock
+
+    def release(self) -> None:
+        """Remove our socket (only if it is still ours) and drop the lock."""
+        if self._inode is not None:
+            with contextlib.suppress(OSError):
+                st = os.stat(self.socket_path)
+                if (st.st_dev, st.st_ino) == self._inode:
+                    os.unlink(self.socket_path)
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._lock_fd, 0)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # ---- serving -----------------------------------------------------------------
+
+    def request_stop(self, reason: str, **fields: Any) -> None:
+        if self._stop is not None and not self._stop.is_set():
+            self._stop_reason = reason
+            self.log.info("stopping", reason=reason, **fields)
+            self._stop.set()
+
+    async def serve(self, ready: Any = None) -> None:
+        assert self._sock is not None, "bind() first"
+        self._stop = anyio.Event()
+        listener = await anyio.abc.SocketListener.from_socket(self._sock)
+        self._sock = None  # the listener owns it now
+        self.log.info("listening", socket=self.socket_path, pid=os.getpid(), version=p.DAEMON_VERSION,
+                      protocol=p.PROTOCOL_VERSION)
+        if ready is not None:
+            ready()
+        async with anyio.create_task_group() as connections:
+            async with anyio.create_task_group() as control:
+                control.start_soon(self._signals)
+                control.start_soon(self._watch_socket)
+                control.start_soon(self._accept, listener, connections)
+                await self._stop.wait()
+                control.cancel_scope.cancel()
+            await listener.aclose()
+            self.release()
+            self._inode = None
+            # Idle connections are waiting for a frame: close them. In-flight
+            # requests are shielded and finish before their task ends.
+            with anyio.move_on_after(DRAIN_TIMEOUT):
+                while self.in_flight:
+                    await anyio.sleep(0.02)
+            connections.cancel_scope.cancel()
+        await self.dispatcher.pool.aclose()
+        self.log.info("stopped", reason=self._stop_reason, requests=self.requests)
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                self.request_stop(signal.Signals(signum).name)
+                return
+
+    async def _watch_socket(self) -> None:
+        while True:
+            await anyio.sleep(WATCH_INTERVAL)
+            try:
+                st = os.stat(self.socket_path)
+                current: tuple[int, int] | None = (st.st_dev, st.st_ino)
+            except OSError:
+                current = None
+            if current != self._inode:
+                self._inode = None  # not ours anymore: never unlink it
+                self.request_stop("socket file removed or replaced", socket=self.socket_path)
+                return
+
+    async def _accept(self, listener: Any, connections: anyio.abc.TaskGroup) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except (anyio.BrokenResourceError, OSError) as exc:
+                # EMFILE and friends: back off instead of spinning.
+                self.log.warning("accept failed", error=str(exc))
+                await anyio.sleep(0.1)
+                continue
+            connections.start_soon(self._connection, stream)
+
+    async def _connection(self, stream: Any) -> None:
+        self.connections += 1
+        raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        try:
+            pid, uid, _gid = peer_credentials(raw)
+        except OSError as exc:
+            self.log.warning("bad client", reason=f"peer credentials unavailable: {exc}")
+            await stream.aclose()
+            self.connections -= 1
+            return
+        log = self.log.bind(peer_pid=pid, peer_uid=uid)
+        try:
+            if uid != os.getuid():
+                self.refused_peers += 1
+                log.warning("peer refused", reason="peer uid differs from the daemon's",
+                            daemon_uid=os.getuid())
+                with contextlib.suppress(Exception):
+                    with anyio.move_on_after(1.0):
+                        await self._send(stream, p.Response(
+                            exit_code=p.EXIT_OPERATIONAL,
+                            error=f"agentcoordd refused the connection: peer uid {uid} is not the "
+                            f"daemon's user ({os.getuid()}); run your own agentcoordd",
+                        ))
+                return
+            await self._session(stream, log)
+        except BadClient as exc:
+            self.bad_clients += 1
+            log.warning("bad client", reason=exc.reason)
+            if exc.reply is not None:
+                with contextlib.suppress(Exception):
+                    with anyio.move_on_after(1.0):
+                        await self._send(stream, p.Response(exit_code=p.EXIT_USAGE,
+                                                            error=exc.reply))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError) as exc:
+            self.bad_clients += 1
+            log.warning("bad client", reason=f"connection lost: {exc.__class__.__name__}")
+        finally:
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+            self.connections -= 1
+
+    async def _send(self, stream: Any, message: Any) -> None:
+        with anyio.fail_after(SEND_TIMEOUT):
+            await stream.send(p.frame(msgspec.msgpack.encode(message)))
+
+    async def _read_frame(self, reader: BufferedByteReceiveStream, cap: int, timeout: float,
+                          *, first: bool) -> bytes | None:
+        """One frame, or None on a clean end of stream at a frame boundary."""
+        try:
+            with anyio.fail_after(timeout):
+                header = await reader.receive_exactly(p.HEADER)
+        except anyio.IncompleteRead:
+            if reader.buffer:
+                raise BadClient("truncated frame header") from None
+            return None
+        except TimeoutError:
+            if first:
+                raise BadClient(f"no hello within {timeout:g}s") from None
+            return None  # an idle client: close quietly
+        except anyio.EndOfStream:
+            return None
+        try:
+            size = p.frame_length(header, cap)
+        except p.FrameError as exc:
+            raise BadClient(str(exc), reply=f"agentcoordd: {exc}") from None
+        try:
+            with anyio.fail_after(HANDSHAKE_TIMEOUT):
+                return await reader.receive_exactly(size)
+        except (anyio.IncompleteRead, anyio.EndOfStream):
+            raise BadClient(f"truncated frame (expected {size} bytes)") from None
+        except TimeoutError:
+            raise BadClient(f"stalled mid-frame (expected {size} bytes)") from None
+
+    async def _session(self, stream: Any, log: Any) -> None:
+        reader = BufferedByteReceiveStream(stream)
+        decoder = p.server_decoder()
+        body = await self._read_frame(reader, MAX_HELLO_FRAME, HANDSHAKE_TIMEOUT, first=True)
+        if body is None:
+            log.debug("client left before hello")
+            return
+        hello = _decode(decoder, body)
+        if not isinstance(hello, p.Hello):
+            raise BadClient("first frame is not hello",
+                            reply="agentcoordd: protocol error: the first frame must be Hello")
+        if hello.protocol != p.PROTOCOL_VERSION:
+            log.warning("protocol mismatch", client=hello.client, client_protocol=hello.protocol)
+            await self._send(stream, p.Response(
+                exit_code=p.EXIT_OPERATIONAL,
+                error=f"agentcoordd {p.DAEMON_VERSION} speaks protocol {p.PROTOCOL_VERSION}, "
+                f"{hello.client or 'the client'} {hello.client_version} speaks {hello.protocol}; "
+                "restart the daemon with the same version: agentcoordctl daemon stop "
+                "(the next call starts it again) or systemctl --user restart agentcoordd",
+            ))
+            return
+        # A client that vanished right after sending its request still gets the
+        # request done (an agent killed after `release` must not lose it).
+        gone = False
+        try:
+            await self._send(stream, p.Welcome(protocol=p.PROTOCOL_VERSION,
+                                               daemon_version=p.DAEMON_VERSION, pid=os.getpid()))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+            gone = True
+        while True:
+            body = await self._read_frame(reader, p.MAX_REQUEST_FRAME, IDLE_TIMEOUT, first=False)
+            if body is None:
+                return
+            request = _decode(decoder, body)
+            if isinstance(request, p.Hello):
+                raise BadClient("second hello", reply="agentcoordd: protocol error: repeated Hello")
+            if wants_progress(request) and not gone:
+                response = await self._dispatch_with_progress(stream, request, log)
+            else:
+                response = await self._dispatch(request, log)
+            if gone:
+                raise BadClient("client went away before its reply (request completed)")
+            try:
+                await self._send(stream, response)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+                raise BadClient("client went away before its reply (request completed)") from None
+
+    async def _dispatch_with_progress(self, stream: Any, request: Any, log: Any) -> p.Response:
+        """Forward Progress frames while the request runs (dropped if the client lags)."""
+        sender, receiver = anyio.create_memory_object_stream[p.Progress](256)
+
+        def progress(frame: p.Progress) -> None:
+            with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+                sender.send_nowait(frame)
+
+        async def forward() -> None:
+            with receiver:
+                async for frame in receiver:
+                    with contextlib.suppress(Exception):
+                        await self._send(stream, frame)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(forward)
+            with sender:
+                response = await self._dispatch(request, log, progress)
+        return response
+
+    async def _dispatch(self, request: Any, log: Any, progress: Any = None) -> p.Response:
+        """Run one request to completion, shielded from shutdown cancellation."""
+        self.in_flight += 1
+        started = time.perf_counter()
+        try:
+            with anyio.CancelScope(shield=True):
+                try:
+                    response = await self.dispatcher.handle(request, progress)
+                except Exception as exc:  # noqa: BLE001 - one bad request never kills the daemon
+                    log.exception("request failed", op=type(request).__name__)
+                    response = p.Response(exit_code=p.EXIT_OPERATIONAL,
+                                          error=f"agentcoordd internal error: {exc}")
+        finally:
+            self.in_flight -= 1
+            self.requests += 1
+        log.debug("request", op=type(request).__name__, exit_code=response.exit_code,
+                  ms=round((time.perf_counter() - started) * 1000, 2))
+        return response
+
+    # ---- introspection -----------------------------------------------------------
+
+    def describe_version(self) -> dict[str, Any]:
+        return {"daemon_version": p.DAEMON_VERSION, "protocol_version": p.PROTOCOL_VERSION}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "version": p.DAEMON_VERSION,
+            "protocol": p.PROTOCOL_VERSION,
+            "socket": self.socket_path,
+            "state_dir": self.state_dir,
+            "started_at": self.started_at,
+            "uptime_seconds": round(time.time() - self.started_at, 3),
+            "connections": self.connections,
+            "requests": self.requests,
+            "bad_clients": self.bad_clients,
+            "refused_peers": self.refused_peers,
+            "python": sys.version.split()[0],
+        }
+
+
+def _decode(decoder: msgspec.msgpack.Decoder, body: bytes) -> Any:
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise BadClient(f"invalid request: {exc}",
+                        reply=f"agentcoordd: invalid request: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise BadClient(f"undecodable frame: {exc}",
+                        reply=f"agentcoordd: undecodable frame: {exc}") from None
+
+
+def _private_dir(directory: str) -> None:
+    """Create the socket directory 0700; tighten it only if we own it and it is ours by name."""
+    try:
+        os.makedirs(directory, mode=0o700)
+        return
+    except FileExistsError:
+        pass
+    st = os.stat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        raise StartupError(f"socket directory {directory} is not a directory")
+    if st.st_uid == os.getuid() and st.st_mode & 0o077 and os.path.basename(directory) in (
+        "agentcoord", "run"
+    ):
+        os.chmod(directory, 0o700)
+
+
+def _read_pid(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None

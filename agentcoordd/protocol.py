@@ -1,0 +1,313 @@
+"""The wire protocol shared by agentcoordd and agentcoordctl.
+
+Frames are a 4-byte big-endian length followed by a msgpack body (msgspec).
+A connection starts with `Hello` from the client, answered by `Welcome` (or a
+`Response` carrying the incompatibility error). After that the client sends one
+`Request` per round trip; the daemon may answer with any number of `Progress`
+frames before the final `Response`.
+
+Rules every wire type follows (msgspec's asyncio-kv example, STYLE.md):
+* every new field gets a default, so older peers keep decoding;
+* unknown fields are ignored (never `forbid_unknown_fields`);
+* requests are one Struct per command in a `tag=True` union: an unknown tag or
+  a wrongly typed field is a usage error reply, never a crash.
+
+Import cost matters: agentcoordctl imports this module on every call, so it
+uses the standard library and msgspec only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any, Union
+
+import msgspec
+
+from agentcoordd import __version__
+from agentcoordd.model.records import Metadata
+
+PROTOCOL_VERSION = 1
+DAEMON_VERSION = __version__
+
+# A request carries at most a manifest and a launch prompt (each capped by ctl)
+# plus the caller's environment; anything larger is hostile or a bug.
+MAX_REQUEST_FRAME = 2 * 1024 * 1024
+# Responses can carry a full status listing.
+MAX_RESPONSE_FRAME = 64 * 1024 * 1024
+MANIFEST_CAP = 256 * 1024
+LAUNCH_PROMPT_CAP = 256 * 1024
+HEADER = 4
+
+EXIT_OK = 0
+EXIT_USAGE = 1
+EXIT_OPERATIONAL = 2
+EXIT_CLAIM_REFUSED = 3
+EXIT_RESERVED = 4
+EXIT_STACK_USAGE = 64
+
+
+# ---- handshake ----------------------------------------------------------------
+
+
+class Hello(msgspec.Struct, tag_field="op", tag="hello", kw_only=True):
+    protocol: int
+    client: str
+    client_version: str = ""
+
+
+class Welcome(msgspec.Struct, tag_field="op", tag="welcome", kw_only=True):
+    protocol: int
+    daemon_version: str
+    pid: int = 0
+
+
+# ---- request parts --------------------------------------------------------------
+
+
+class Caller(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Who is asking: the forwarded environment subset, cwd and pid of ctl."""
+
+    env: dict[str, str] = {}
+    cwd: str = ""
+    pid: int = 0
+
+
+class Selection(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Explicit per-call backend flags (`--state-root`, `--api-url`, …)."""
+
+    state_root: str | None = None
+    api_url: str | None = None
+    etcd_endpoints: str | None = None
+    backend: str | None = None  # legacy GitHub selector: recognised and refused
+
+
+class _Request(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="op"):
+    caller: Caller = msgspec.field(default_factory=Caller)
+    selection: Selection = msgspec.field(default_factory=Selection)
+    # Seconds the caller will wait; the daemon bounds its work to fit.
+    timeout: float | None = None
+
+
+# ---- requests: one Struct per command ------------------------------------------
+
+
+class Claim(_Request, tag_field="op", tag="claim", kw_only=True):
+    agent_id: str
+    repo: str
+    target: str
+    batch_id: str | None = None
+    branch: str | None = None
+    ttl: int | None = None
+    meta: Metadata = msgspec.field(default_factory=Metadata)
+
+
+class Release(_Request, tag_field="op", tag="release", kw_only=True):
+    agent_id: str
+    repo: str
+    target: str
+    meta: Metadata = msgspec.field(default_factory=Metadata)
+    handoff_to: str | None = None
+    handoff_note: str | None = None
+    terminal: str | None = None
+    pr_state: str | None = None
+    evidence_url: str | None = None
+    workspace: str | None = None
+
+
+class Heartbeat(_Request, tag_field="op", tag="heartbeat", kw_only=True):
+    agent_id: str
+    repo: str | None = None
+    target: str | None = None
+    batch_id: str | None = None
+    branch: str | None = None
+    status: str | None = None
+    ttl: int | None = None
+    meta: Metadata = msgspec.field(default_factory=Metadata)
+
+
+class RecordEvent(_Request, tag_field="op", tag="record_event", kw_only=True):
+    batch_id: str
+    type: str
+    lane: str | None = None
+    agent_id: str | None = None
+    repo: str | None = None
+    target: str | None = None
+    branch: str | None = None
+    status: str | None = None
+    message: str | None = None
+    meta: Metadata = msgspec.field(default_factory=Metadata)
+    typed: dict[str, str] = {}
+    terminal: str | None = None
+    pr_state: str | None = None
+    evidence_url: str | None = None
+    workspace: str | None = None
+
+
+class RegisterBatch(_Request, tag_field="op", tag="register_batch", kw_only=True):
+    manifest: bytes
+    launch_prompt: str | None = None
+    synthetic: bool = False
+    synthetic_kind: str | None = None
+    source: str = ""  # the file name, for messages only
+
+
+class Status(_Request, tag_field="op", tag="status", kw_only=True):
+    repo: str | None = None
+    target: str | None = None
+    batch_id: str | None = None
+    include_archived: bool = False
+    events: int = 20
+    all_events: bool = False
+
+
+class BatchAudit(_Request, tag_field="op", tag="batch_audit", kw_only=True):
+    batch_id: str
+
+
+class Gc(_Request, tag_field="op", tag="gc", kw_only=True):
+    execute: bool = False
+    hot_days: int | None = None
+    archive_days: int | None = None
+    synthetic_hot_days: int | None = None
+    prefixes: list[str] = []
+
+
+class Version(_Request, tag_field="op", tag="version", kw_only=True):
+    pass
+
+
+class ConfigShow(_Request, tag_field="op", tag="config_show", kw_only=True):
+    pass
+
+
+class DaemonStatus(_Request, tag_field="op", tag="daemon_status", kw_only=True):
+    pass
+
+
+class DaemonStop(_Request, tag_field="op", tag="daemon_stop", kw_only=True):
+    pass
+
+
+Request = Union[
+    Claim,
+    Release,
+    Heartbeat,
+    RecordEvent,
+    RegisterBatch,
+    Status,
+    BatchAudit,
+    Gc,
+    Version,
+    ConfigShow,
+    DaemonStatus,
+    DaemonStop,
+]
+REQUEST_TYPES: tuple[type[_Request], ...] = Request.__args__  # type: ignore[attr-defined]
+
+# ---- replies --------------------------------------------------------------------
+
+
+class Progress(msgspec.Struct, tag_field="op", tag="progress", kw_only=True, omit_defaults=True):
+    """An interim frame of a long command (gc progress, wait, status --watch)."""
+
+    message: str = ""
+    data: Any = None
+
+
+class Response(msgspec.Struct, tag_field="op", tag="response", kw_only=True):
+    exit_code: int
+    payload: Any = None
+    error: str | None = None  # one line for stderr when the command failed
+    warnings: list[str] = []  # printed as `warning: …`
+    notices: list[str] = []  # printed verbatim (e.g. the local-mode notice)
+    daemon_version: str = DAEMON_VERSION
+    protocol: int = PROTOCOL_VERSION
+
+
+ClientFrame = Union[Hello, Claim, Release, Heartbeat, RecordEvent, RegisterBatch, Status,
+                    BatchAudit, Gc, Version, ConfigShow, DaemonStatus, DaemonStop]
+ServerFrame = Union[Welcome, Progress, Response]
+
+
+# ---- where the two binaries meet ------------------------------------------------
+
+SOCKET_NAME = "agentcoordd.sock"
+# sun_path is 108 bytes on Linux, 104 on macOS (including the NUL).
+MAX_SOCKET_PATH = 103
+
+
+def state_home(env: Mapping[str, str]) -> str:
+    """$XDG_STATE_HOME when absolute, else ~/.local/state (HOME from `env`)."""
+    xdg = env.get("XDG_STATE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return xdg
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(home, ".local", "state")
+
+
+def default_socket_path(env: Mapping[str, str]) -> str:
+    """$AGENT_COORD_SOCKET, else $XDG_RUNTIME_DIR/agentcoord/agentcoordd.sock,
+    else $XDG_STATE_HOME (or ~/.local/state)/agentcoord/run/agentcoordd.sock."""
+    explicit = env.get("AGENT_COORD_SOCKET", "")
+    if explicit:
+        return explicit
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isabs(runtime):
+        return os.path.join(runtime, "agentcoord", SOCKET_NAME)
+    return os.path.join(state_home(env), "agentcoord", "run", SOCKET_NAME)
+
+
+def default_state_dir(env: Mapping[str, str]) -> str:
+    """The daemon's own directory (logs, registered lanes): never coordination state."""
+    return os.path.join(state_home(env), "agentcoord")
+
+
+# ---- framing --------------------------------------------------------------------
+
+
+class FrameError(Exception):
+    """The peer sent something that is not a frame we accept."""
+
+
+def frame(body: bytes) -> bytes:
+    return len(body).to_bytes(HEADER, "big") + body
+
+
+def frame_length(header: bytes, cap: int) -> int:
+    size = int.from_bytes(header, "big")
+    if size > cap:
+        raise FrameError(f"frame of {size} bytes exceeds the {cap}-byte cap")
+    return size
+
+
+def encoder() -> msgspec.msgpack.Encoder:
+    return msgspec.msgpack.Encoder()
+
+
+def client_decoder() -> msgspec.msgpack.Decoder:
+    """What ctl reads: Welcome, Progress or Response."""
+    return msgspec.msgpack.Decoder(ServerFrame)
+
+
+def server_decoder() -> msgspec.msgpack.Decoder:
+    """What the daemon reads: Hello or one of the requests."""
+    return msgspec.msgpack.Decoder(ClientFrame)
+
+
+# ---- blocking helpers (ctl, raw test clients) -----------------------------------
+
+
+def recv_exactly(sock: socket.socket, size: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = sock.recv(min(size - len(buf), 1 << 20))
+        if not chunk:
+            raise ConnectionError("daemon closed the connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_frame(sock: socket.socket, cap: int = MAX_RESPONSE_FRAME) -> bytes:
+    return recv_exactly(sock, frame_length(recv_exactly(sock, HEADER), cap))

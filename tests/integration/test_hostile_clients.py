@@ -1,0 +1,199 @@
+"""Hostile clients: each costs one log line and its connection, never the daemon."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+
+import msgspec
+import pytest
+
+from agentcoordd import protocol as p
+
+from .helpers import Daemon, RawClient, local_request
+
+
+def bad_client_lines(d: Daemon) -> list[dict]:
+    return [e for e in d.log_events() if e.get("event") == "bad client"]
+
+
+def wait_for_log(d: Daemon, count: int, timeout: float = 5.0) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = bad_client_lines(d)
+        if len(lines) >= count:
+            return lines
+        time.sleep(0.02)
+    return bad_client_lines(d)
+
+
+def still_serves(d: Daemon) -> None:
+    with d.raw() as client:
+        client.hello()
+        reply = client.call(local_request(d, p.Heartbeat(agent_id="good-client")))
+        assert reply.exit_code == 0, reply.error
+
+
+def raw_socket(d: Daemon) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX)
+    sock.settimeout(5)
+    sock.connect(str(d.socket))
+    return sock
+
+
+def read_reply(sock: socket.socket) -> p.Response | None:
+    try:
+        return p.client_decoder().decode(p.recv_frame(sock))
+    except (ConnectionError, OSError):
+        return None
+
+
+def hello_frame() -> bytes:
+    return p.frame(msgspec.msgpack.encode(p.Hello(protocol=p.PROTOCOL_VERSION, client="hostile")))
+
+
+@pytest.mark.parametrize("payload, reason", [
+    (b"\x00\x00\x00\x05\xc1\xc1\xc1\xc1\xc1", "undecodable"),
+    (b"\x00\x00\x00\x07garbage", "invalid request"),
+    (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "exceeds"),
+    (struct.pack(">I", 2 * 1024**3) + b"x" * 16, "exceeds"),
+    (struct.pack(">I", 100) + b"short", "truncated frame"),
+    (b"\x00\x00", "truncated frame header"),
+])
+def test_malformed_frames_get_one_log_line_and_the_daemon_survives(
+        daemon: Daemon, payload: bytes, reason: str) -> None:
+    with raw_socket(daemon) as sock:
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+        read_reply(sock)
+    lines = wait_for_log(daemon, 1)
+    assert len(lines) == 1 and reason in lines[0]["reason"]
+    still_serves(daemon)
+    assert len(bad_client_lines(daemon)) == 1
+
+
+def test_two_gigabyte_length_prefix_is_refused_without_allocating(daemon: Daemon) -> None:
+    with raw_socket(daemon) as sock:
+        sock.sendall(hello_frame())
+        p.recv_frame(sock)
+        sock.sendall(struct.pack(">I", 2 * 1024**3 - 1))
+        reply = read_reply(sock)
+    assert isinstance(reply, p.Response) and "cap" in (reply.error or "")
+    still_serves(daemon)
+
+
+def test_unknown_tag_is_a_usage_error_reply(daemon: Daemon) -> None:
+    with raw_socket(daemon) as sock:
+        sock.sendall(hello_frame())
+        p.recv_frame(sock)
+        sock.sendall(p.frame(msgspec.msgpack.encode({"op": "launch_missiles"})))
+        reply = read_reply(sock)
+    assert isinstance(reply, p.Response) and reply.exit_code == p.EXIT_USAGE
+    assert "invalid request" in (reply.error or "")
+    still_serves(daemon)
+
+
+def test_wrong_field_types_are_a_usage_error_reply(daemon: Daemon) -> None:
+    with raw_socket(daemon) as sock:
+        sock.sendall(hello_frame())
+        p.recv_frame(sock)
+        sock.sendall(p.frame(msgspec.msgpack.encode(
+            {"op": "claim", "agent_id": 7, "repo": ["x"], "target": None})))
+        reply = read_reply(sock)
+    assert isinstance(reply, p.Response) and reply.exit_code == p.EXIT_USAGE
+    still_serves(daemon)
+
+
+def test_a_request_before_hello_is_refused(daemon: Daemon) -> None:
+    with raw_socket(daemon) as sock:
+        sock.sendall(p.frame(msgspec.msgpack.encode(p.DaemonStatus())))
+        reply = read_reply(sock)
+    assert isinstance(reply, p.Response) and "Hello" in (reply.error or "")
+    still_serves(daemon)
+
+
+def test_other_protocol_version_gets_the_restart_command(daemon: Daemon) -> None:
+    with raw_socket(daemon) as sock:
+        sock.sendall(p.frame(msgspec.msgpack.encode(p.Hello(protocol=999, client="future"))))
+        reply = read_reply(sock)
+    assert isinstance(reply, p.Response) and reply.exit_code == p.EXIT_OPERATIONAL
+    assert "restart" in (reply.error or "")
+
+
+def test_abrupt_disconnect_after_sending_a_write_still_completes_it(daemon: Daemon) -> None:
+    with raw_socket(daemon) as sock:
+        sock.sendall(hello_frame() + p.frame(msgspec.msgpack.encode(
+            local_request(daemon, p.Heartbeat(agent_id="gone-client")))))
+    deadline = time.monotonic() + 5
+    while not (daemon.root / "heartbeats/gone-client.json").exists():
+        assert time.monotonic() < deadline, "the write of a vanished client was lost"
+        time.sleep(0.02)
+    still_serves(daemon)
+
+
+def test_two_hundred_idle_connections_do_not_block_a_good_client(daemon: Daemon) -> None:
+    idle = [raw_socket(daemon) for _ in range(200)]
+    try:
+        for sock in idle[:100]:
+            sock.sendall(hello_frame())  # half of them even finish the handshake
+        started = time.monotonic()
+        still_serves(daemon)
+        assert time.monotonic() - started < 2.0
+    finally:
+        for sock in idle:
+            sock.close()
+    still_serves(daemon)
+    assert daemon.proc.poll() is None
+
+
+def test_pipelined_requests_on_one_connection_are_answered_in_order(daemon: Daemon) -> None:
+    with RawClient(daemon.socket) as client:
+        client.hello()
+        for n in range(20):
+            client.send_frame(local_request(daemon, p.Heartbeat(agent_id=f"pipe-{n}")))
+        replies = [client.recv() for _ in range(20)]
+    assert [r.payload["heartbeat"]["agent_id"] for r in replies] == [f"pipe-{n}" for n in range(20)]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to setuid to nobody")
+def test_another_uid_is_refused_by_the_daemon_itself(daemon: Daemon) -> None:
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    # Let the kernel allow the connect, so the daemon's own check is what refuses.
+    for path in (daemon.base.parent, daemon.base, daemon.socket.parent):
+        os.chmod(path, 0o755)
+    os.chmod(daemon.socket, 0o777)
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: become nobody, connect, report what happened
+        code = 1
+        try:
+            os.close(read_fd)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            sock = socket.socket(socket.AF_UNIX)
+            sock.settimeout(5)
+            sock.connect(str(daemon.socket))
+            sock.sendall(hello_frame())
+            reply = read_reply(sock)
+            os.write(write_fd, ((reply.error or "") if reply else "no reply").encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        message = pipe.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert f"peer uid {nobody.pw_uid} is not the daemon's user" in message
+    deadline = time.monotonic() + 5
+    while not [e for e in daemon.log_events() if e.get("event") == "peer refused"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    refusal = [e for e in daemon.log_events() if e.get("event") == "peer refused"]
+    assert len(refusal) == 1 and refusal[0]["peer_uid"] == nobody.pw_uid
+    still_serves(daemon)
