@@ -21,9 +21,10 @@ MAX_ATTRIBUTION_BYTES = 256
 FAMILIES = ("claims", "heartbeats", "batches", "events")
 ARCHIVE = "archive"
 
-# Letters, digits and a few separators; a leading dot is refused so ids never
-# collide with hidden temp files or the `.`/`..` path segments.
-_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@+=,~-]*")
+# Letters, digits and `_ . : -` — the Worker's and the archive contract's path
+# grammar, so an id valid on one backend is valid on all; a leading dot is
+# refused so ids never collide with hidden temp files or `.`/`..` segments.
+_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:-]*")
 _ATTRIBUTION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@+=/~-]*")
 
 
