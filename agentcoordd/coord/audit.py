@@ -1,0 +1,382 @@
+"""batch-audit: the telemetry-completeness gate a closeout workflow fails closed on.
+
+Returns the `batch-audit --json` payload — `batch_id`, `lanes` (each with
+exactly `name, owner, targets, event_count, missing, complete, malformed`)
+and `verdict`, plus `reason` when the verdict is `unknown` — and one extra
+key, **`exit_code`** (0 complete, 1 incomplete, 2 unknown), which the daemon
+pops and uses as the exit code; it is never rendered.
+
+Reads `batches/<id>.json` and the listing of `events/<id>/`, nothing else.
+
+UNKNOWN (never a false `complete`, never `incomplete` for an id it cannot
+check): an invalid/unsafe id, an unregistered batch, a batch record that is
+unreadable, not an object, names another batch_id or a malformed repo, a
+batch with no lanes, an event listing the backend could not give, a listing
+it marked partial (filtered by the token's scope), an event that is
+unreadable or not a JSON object.
+
+Attribution (telemetry contract): an event naming a lane belongs to that lane
+only; otherwise a target that maps to exactly one lane; otherwise an owner
+(agent_id) that is unique among the lanes, when the event's target is absent
+or one of that lane's targets. Empty targets are never keys. When the batch
+declares a repo, events from any other (or no) repo are ignored entirely.
+
+Completeness per lane, over its *lifecycle* events (claim.acquired,
+claim.released, phase.changed, lane_closed) ordered by (at, event_id):
+
+* every lifecycle event must be valid: schema version 1 (2 for lane_closed),
+  factual (nonblank, not UNKNOWN) event_id / batch_id / agent_id / at
+  strings, batch_id equal to the audited id, factual lane / repo / target
+  when present, `at` a real RFC 3339 time, the (at, event_id) order unique,
+  and its type contract (acquired: status absent or active; released: absent
+  or released; phase.changed: a real transition, previous_phase → phase or
+  old_phase → new_phase);
+* authorization: each claim.acquired adds its agent to the lane's
+  authorized agents (a takeover extends the lineage); claim.released,
+  phase.changed and lane_closed must come from an authorized agent;
+* terminal: if any lane_closed is attributed to the lane, the terminal
+  signal is those records alone — all must pass the version-2 contract
+  (reservation id of this lane, terminal, workspace, closed_by, URLs …),
+  close the lane's own target, come from an authorized closer and agree
+  with each other; an invalid one never falls back to a claim.released.
+  Otherwise the terminal signal is a claim.released by the current holder
+  after the latest claim.acquired (a release followed by a new acquisition
+  is an open lane again, not a complete one).
+
+`missing` lists `claim.acquired`, `terminal` and `lifecycle` (some observed
+lifecycle event is invalid or unauthorized); a lane is complete when nothing
+is missing. A malformed lane entry (not an object, no usable name, a name
+with `:` or a duplicated name) is reported incomplete with `malformed: true`.
+What made an event invalid is reported as a warning (stderr), never guessed
+around.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_of
+from agentcoordd.coord.context import Ctx
+from agentcoordd.model import ids
+from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL, UsageError
+from agentcoordd.model.status import LANE_TERMINALS
+from agentcoordd.model.timefmt import is_rfc3339, parse_ts
+from agentcoordd.store.base import StoreError, list_all
+
+ACQUIRED = "claim.acquired"
+RELEASED = "claim.released"
+PHASE = "phase.changed"
+LANE_CLOSED = "lane_closed"
+LIFECYCLE = (ACQUIRED, RELEASED, PHASE, LANE_CLOSED)
+
+EXIT_INCOMPLETE = 1  # the spec's batch-audit table: closeout should fail closed
+_EXIT = {"complete": EXIT_OK, "incomplete": EXIT_INCOMPLETE, "unknown": EXIT_OPERATIONAL}
+_REPO = re.compile(r"^[^/]+/[^/]+$")
+_URL = re.compile(r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+(?:[/?#]|$)")
+_CLOSE_SEMANTICS = ("terminal", "workspace", "closed_by", "pr_url", "pr_state", "evidence_url", "repo", "target")
+
+
+def _factual(value: object) -> bool:
+    """A nonblank string that is not the UNKNOWN placeholder."""
+    return isinstance(value, str) and bool(value.strip()) and value.strip().upper() != "UNKNOWN"
+
+
+def _key(value: object) -> str | None:
+    """An attribution key: a non-empty string (or a number, as older tools wrote)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (str, int)):
+        text = str(value)
+        return text or None
+    return None
+
+
+def _shown(value: object) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    text = text if len(text) <= 80 else text[:77] + "..."
+    return text.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
+@dataclass
+class _Lane:
+    raw: Any
+    name: str | None
+    owner: str | None
+    targets: list[str]
+    malformed: bool
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def report(self, missing: list[str]) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "owner": self.owner,
+            "targets": self.targets,
+            "event_count": len(self.events),
+            "missing": missing,
+            "complete": not missing,
+            "malformed": self.malformed,
+        }
+
+
+def _unknown(batch_id: object, reason: str) -> dict[str, Any]:
+    return {
+        "batch_id": batch_id,
+        "lanes": [],
+        "reason": reason,
+        "verdict": "unknown",
+        "exit_code": _EXIT["unknown"],
+    }
+
+
+async def batch_audit(ctx: Ctx, *, batch_id: str) -> dict[str, Any]:
+    try:
+        path = ids.batch_path(batch_id)
+    except UsageError:
+        return _unknown(batch_id, f"batch id {_shown(batch_id)} is invalid or unsafe")
+    try:
+        current = await ctx.store.get(path)
+    except StoreError as exc:
+        return _unknown(batch_id, f"batch {batch_id} is unreadable: {exc.message}")
+    if current is None:
+        return _unknown(batch_id, f"batch {batch_id} is not registered")
+    batch = current.data
+    if not isinstance(batch, dict):
+        return _unknown(batch_id, f"batch {batch_id} is not a JSON object")
+    if batch.get("batch_id") is not None and batch.get("batch_id") != batch_id:
+        return _unknown(batch_id, f"batch record {path} names another batch_id")
+    repo = batch.get("repo")
+    if repo is not None and not _factual(repo):
+        return _unknown(batch_id, f"batch {batch_id} declares a malformed repo")
+    raw_lanes = batch.get("lanes")
+    if raw_lanes is not None and not isinstance(raw_lanes, list):
+        return _unknown(batch_id, f"batch {batch_id} lanes is not an array")
+    if not raw_lanes:
+        return _unknown(batch_id, f"batch {batch_id} registers no lanes")
+
+    prefix = ids.events_prefix(batch_id)
+    try:
+        page = await list_all(ctx.store, prefix)
+    except StoreError as exc:
+        return _unknown(batch_id, f"events for batch {batch_id} could not be read: {exc.message}")
+    if page.partial:
+        return _unknown(
+            batch_id,
+            f"events for batch {batch_id} are only partially visible (listing filtered by the token's scope)",
+        )
+    events: list[tuple[str, dict[str, Any]]] = []
+    for entry in page.entries:
+        if not isinstance(entry.data, dict):
+            return _unknown(batch_id, f"event {entry.path} is not a JSON object")
+        if repo is not None and entry.data.get("repo") != repo:
+            continue  # another repository's work under a reused batch id
+        events.append((entry.path, entry.data))
+
+    lanes = _lanes(raw_lanes)
+    attribute = _attributor(lanes)
+    for event_path, event in events:
+        lane = attribute(event)
+        if lane is not None:
+            lane.events.append((event_path, event))
+
+    reports = []
+    for lane in lanes:
+        missing = ["claim.acquired", "terminal"] if lane.malformed else _evaluate(ctx, batch_id, lane)
+        reports.append(lane.report(missing))
+    verdict = "complete" if all(r["complete"] for r in reports) else "incomplete"
+    return {"batch_id": batch_id, "lanes": reports, "verdict": verdict, "exit_code": _EXIT[verdict]}
+
+
+def _lanes(raw_lanes: list[Any]) -> list[_Lane]:
+    lanes = []
+    counts: dict[str, int] = {}
+    for raw in raw_lanes:
+        name = lane_name_of(raw)
+        if name is not None:
+            counts[name] = counts.get(name, 0) + 1
+    for raw in raw_lanes:
+        name = lane_name_of(raw)
+        malformed = (
+            not isinstance(raw, dict) or name is None or ":" in name or counts.get(name, 0) > 1
+        )
+        lanes.append(_Lane(raw, name, lane_owner_of(raw), lane_targets_of(raw), malformed))
+    return lanes
+
+
+def _attributor(lanes: list[_Lane]) -> Any:
+    by_name = {lane.name: lane for lane in lanes if not lane.malformed and lane.name}
+    by_target: dict[str, list[_Lane]] = {}
+    by_owner: dict[str, list[_Lane]] = {}
+    for lane in lanes:
+        for target in dict.fromkeys(lane.targets):
+            by_target.setdefault(target, []).append(lane)
+        if lane.owner:
+            by_owner.setdefault(lane.owner, []).append(lane)
+
+    def attribute(event: dict[str, Any]) -> _Lane | None:
+        named = event.get("lane")
+        if isinstance(named, str) and named:
+            return by_name.get(named)  # an explicit lane is trusted; no fallback
+        target = _key(event.get("target"))
+        if target is not None:
+            hits = by_target.get(target, [])
+            if len(hits) == 1 and not hits[0].malformed:
+                return hits[0]
+        agent = event.get("agent_id")
+        if isinstance(agent, str) and agent:
+            hits = by_owner.get(agent, [])
+            if len(hits) == 1 and not hits[0].malformed:
+                lane = hits[0]
+                if target is None or target in lane.targets:
+                    return lane
+        return None
+
+    return attribute
+
+
+def _ordinary_problem(event: dict[str, Any], batch_id: str) -> str | None:
+    """Why an ordinary (schema 1) lifecycle event is not valid evidence, or None."""
+    version = event.get("schema_version")
+    if version != 1 or isinstance(version, bool):
+        return "schema_version is not 1"
+    for key in ("event_id", "batch_id", "agent_id", "at"):
+        if not _factual(event.get(key)):
+            return f"{key} is missing or not a factual string"
+    if event["batch_id"] != batch_id:
+        return "batch_id names another batch"
+    for key in ("lane", "repo", "target"):
+        if event.get(key) is not None and not _factual(event[key]):
+            return f"{key} is not a factual string"
+    if not is_rfc3339(event["at"]):
+        return "at is not an RFC 3339 time"
+    kind = event["type"]
+    status = event.get("status")
+    if kind == ACQUIRED and status is not None and status != "active":
+        return "claim.acquired status is neither absent nor active"
+    if kind == RELEASED and status is not None and status != "released":
+        return "claim.released status is neither absent nor released"
+    if kind == PHASE:
+        if "previous_phase" in event:
+            before, after = event.get("previous_phase"), event.get("phase")
+        else:  # the older shape
+            before, after = event.get("old_phase"), event.get("new_phase")
+        if not (_factual(before) and _factual(after)) or before == after:
+            return "phase.changed is not a real phase transition"
+    return None
+
+
+def _lane_closed_problem(event: dict[str, Any], batch_id: str, lane: _Lane) -> str | None:
+    """Why a lane_closed record fails the version-2 contract or this lane's identity."""
+    version = event.get("schema_version")
+    if version != 2 or isinstance(version, bool):
+        return "schema_version is not 2"
+    if lane.name is None or event.get("event_id") != ids.lane_closed_event_id(lane.name):
+        return "event_id is not this lane's lane_closed reservation"
+    repo = event.get("repo")
+    if not isinstance(repo, str) or _REPO.match(repo) is None:
+        return "repo is not OWNER/REPO"
+    for key in ("target", "workspace"):
+        if not _factual(event.get(key)):
+            return f"{key} is missing or not a factual string"
+    if event.get("terminal") not in LANE_TERMINALS:
+        return "terminal is not done, abandoned or superseded"
+    closed_by = event.get("closed_by")
+    if (
+        not isinstance(closed_by, dict)
+        or set(closed_by) != {"agent_id", "machine"}
+        or not _factual(closed_by.get("agent_id"))
+        or not _factual(closed_by.get("machine"))
+    ):
+        return "closed_by is not {agent_id, machine}"
+    if not is_rfc3339(event.get("at")):
+        return "at is not an RFC 3339 time"
+    for key in ("batch_id", "lane", "branch", "pr_state", "agent_id"):
+        if event.get(key) is not None and not _factual(event[key]):
+            return f"{key} is not a factual string"
+    for key in ("pr_url", "evidence_url"):
+        value = event.get(key)
+        if value is not None and (not isinstance(value, str) or _URL.match(value) is None):
+            return f"{key} is not an http(s) URL"
+    if event.get("batch_id") is not None and event["batch_id"] != batch_id:
+        return "batch_id names another batch"
+    if event.get("lane") is not None and event["lane"] != lane.name:
+        return "lane names another lane"
+    if event["target"] not in lane.targets:
+        return "target is not one of the lane's targets"
+    if event.get("agent_id") is not None and event["agent_id"] != closed_by["agent_id"]:
+        return "agent_id differs from closed_by.agent_id"
+    return None
+
+
+def _evaluate(ctx: Ctx, batch_id: str, lane: _Lane) -> list[str]:
+    gap = False
+    closed_seen = False
+    closed_invalid = False
+
+    def problem(path: str, why: str) -> None:
+        nonlocal gap
+        gap = True
+        ctx.warn(f"batch-audit {batch_id} lane {lane.name}: {path}: {why}")
+
+    valid: list[tuple[Any, str, str, dict[str, Any]]] = []
+    for path, event in lane.events:
+        kind = event.get("type")
+        if kind not in LIFECYCLE:
+            continue
+        if kind == LANE_CLOSED:
+            closed_seen = True
+            why = _lane_closed_problem(event, batch_id, lane)
+            if why is not None:
+                closed_invalid = True
+        else:
+            why = _ordinary_problem(event, batch_id)
+        if why is not None:
+            problem(path, why)
+            continue
+        valid.append((parse_ts(event["at"]), event["event_id"], path, event))
+
+    order = [(at, event_id) for at, event_id, _, _ in valid]
+    if len(set(order)) != len(order) or len({e for _, e in order}) != len(order):
+        problem(f"events/{batch_id}/", "lifecycle events do not form a uniquely ordered (at, event_id) lineage")
+    valid.sort(key=lambda item: (item[0], item[1]))
+
+    authorized: set[str] = set()
+    holder: str | None = None
+    acquired = False
+    released = False
+    closes: list[dict[str, Any]] = []
+    for _, _, path, event in valid:
+        kind = event["type"]
+        if kind == ACQUIRED:
+            authorized.add(event["agent_id"])
+            holder = event["agent_id"]
+            acquired = True
+            released = False
+            continue
+        agent = event["closed_by"]["agent_id"] if kind == LANE_CLOSED else event["agent_id"]
+        if agent not in authorized:
+            problem(path, f"{kind} from {agent}, who never acquired the lane")
+            if kind == LANE_CLOSED:
+                closed_invalid = True
+            continue
+        if kind == RELEASED and agent == holder:
+            released = True
+        elif kind == LANE_CLOSED:
+            closes.append(event)
+
+    if closed_seen:
+        semantics = {tuple(repr(close.get(k)) for k in _CLOSE_SEMANTICS) for close in closes}
+        if len(semantics) > 1:
+            problem(f"events/{batch_id}/", "conflicting lane_closed records")
+        terminal = bool(closes) and not closed_invalid and len(semantics) == 1
+    else:
+        terminal = released
+    missing = []
+    if not acquired:
+        missing.append("claim.acquired")
+    if not terminal:
+        missing.append("terminal")
+    if gap:
+        missing.append("lifecycle")
+    return missing

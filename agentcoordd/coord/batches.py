@@ -1,0 +1,325 @@
+"""register-batch, and the lane/dependency helpers every batch reader shares.
+
+Registration validates the whole manifest before anything is written (batch
+id, non-empty lanes, unique lane names without `:`, owner and targets present
+and well-formed, dependency refs parseable), then stamps `schema_version`,
+`registered_at` and `updated_at` and keeps every other top-level and lane
+field as the coordinator wrote it.
+
+Re-registration is a compare-and-swap replace of the stored manifest. It keeps
+what the new manifest cannot know about:
+
+* `synthetic` / `synthetic_kind` when neither the new manifest nor the command
+  sets them (completed synthetic batches keep the short GC window);
+* `registered_at` (the first registration time) unless the manifest states one;
+* the closeout stamps of lanes that were already closed (`terminal`,
+  `closed_at`, `closed_by`, `workspace`, `pr_state`, `evidence_url`, and the
+  lane `status` they set) when the same lane name is registered again without
+  a terminal of its own, and the batch's `status: "completed"` /
+  `completed_at` while every lane is still terminal. Declared terminal state
+  is authoritative, and a re-registration (say, to add a lane) must not
+  silently reopen lanes whose `lane_closed` events exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from agentcoordd.coord.common import CAS_ATTEMPTS, contention, text_field
+from agentcoordd.coord.context import Ctx
+from agentcoordd.model import ids
+from agentcoordd.model.errors import UsageError
+from agentcoordd.model.records import SCHEMA_VERSION
+from agentcoordd.model.status import LANE_TERMINALS
+from agentcoordd.model.timefmt import format_ts, is_rfc3339
+from agentcoordd.store.base import Conflict, NotFound
+
+# The HTTP backend's cap on one active record; a bigger manifest could never
+# be stored there, so it is refused everywhere (exit 1) before any write.
+MAX_MANIFEST_BYTES = 256 * 1024
+
+# Lane fields a terminal closeout stamps; kept across a re-registration.
+_CLOSEOUT_FIELDS = ("terminal", "closed_at", "closed_by", "workspace", "pr_state", "evidence_url")
+
+
+# ---- shared lane helpers (status, audit and closeout read lanes the same way) --
+
+
+def lane_name_of(lane: object) -> str | None:
+    """The lane's name (`name`, legacy `id`) when it is a non-empty string."""
+    if not isinstance(lane, dict):
+        return None
+    name = lane.get("name") if "name" in lane else lane.get("id")
+    return name if isinstance(name, str) and name else None
+
+
+def lane_owner_of(lane: object) -> str | None:
+    """The lane owner (`owner`, legacy `agent_id`) when it is a non-empty string."""
+    if not isinstance(lane, dict):
+        return None
+    owner = lane.get("owner") if "owner" in lane else lane.get("agent_id")
+    return owner if isinstance(owner, str) and owner else None
+
+
+def lane_targets_of(lane: object) -> list[str]:
+    """The lane's targets as strings (`targets`, legacy scalar `target`).
+
+    Numbers written by older tools are compared as their decimal spelling;
+    empty strings are dropped (they are never an attribution key).
+    """
+    if not isinstance(lane, dict):
+        return []
+    raw = lane.get("targets") if lane.get("targets") is not None else lane.get("target")
+    items = raw if isinstance(raw, list) else [raw]
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, bool) or item is None:
+            continue
+        if isinstance(item, (str, int)):
+            text = str(item)
+            if text:
+                out.append(text)
+    return out
+
+
+def lane_dependencies(lane: object) -> list[str]:
+    """`depends_on` as a list of refs: a string is one ref, an array many."""
+    if not isinstance(lane, dict):
+        return []
+    raw = lane.get("depends_on")
+    if raw is None:
+        return []
+    items = raw if isinstance(raw, list) else [raw]
+    return [item if isinstance(item, str) else msgspec.json.encode(item).decode() for item in items if item is not None]
+
+
+def split_dependency(ref: object) -> tuple[str, str] | None:
+    """`<batch-id>:<lane>` split at the LAST colon (batch ids may contain `:`).
+
+    None when the ref has no colon, an empty half, an unsafe batch id or an
+    invalid lane name.
+    """
+    if not isinstance(ref, str):
+        return None
+    batch, sep, lane = ref.rpartition(":")
+    if not sep or not batch or not lane:
+        return None
+    try:
+        ids.batch_id(batch)
+        ids.lane_name(lane)
+    except UsageError:
+        return None
+    return batch, lane
+
+
+# ---- register-batch ------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _shown(value: str) -> str:
+    """A hostile value shortened and escaped so the error stays one line."""
+    text = value if len(value) <= 80 else value[:77] + "..."
+    return text.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
+def parse_manifest(manifest: bytes) -> dict[str, Any]:
+    """Decode and validate a manifest; every failure is one UsageError line."""
+    if len(manifest) > MAX_MANIFEST_BYTES:
+        raise UsageError(
+            f"batch manifest is too large: {len(manifest)} bytes (limit {MAX_MANIFEST_BYTES} bytes)"
+        )
+    try:
+        data = msgspec.json.decode(manifest)
+    except msgspec.DecodeError as exc:
+        raise UsageError(f"batch manifest JSON invalid: {_one_line(str(exc))}") from None
+    validate_manifest(data)
+    return data
+
+
+def validate_manifest(data: object) -> None:
+    if not isinstance(data, dict):
+        raise UsageError("batch manifest must be a JSON object")
+    batch = data.get("batch_id")
+    if batch is None or batch == "":
+        raise UsageError("batch manifest missing batch_id")
+    if not isinstance(batch, str):
+        raise UsageError("batch manifest batch_id must be a string")
+    ids.batch_id(batch)
+    repo = data.get("repo")
+    if repo is not None:
+        if not isinstance(repo, str) or any(p in (".", "..") for p in repo.split("/")):
+            raise UsageError(f"invalid batch repo: {_shown(str(repo))}")
+        try:
+            ids.repo(repo)
+        except UsageError:
+            raise UsageError(f"invalid batch repo: {_shown(repo)}") from None
+    prompt = data.get("launch_prompt")
+    if prompt is not None and not isinstance(prompt, str):
+        raise UsageError("batch manifest launch_prompt must be a string")
+    for flag in ("synthetic",):
+        if flag in data and data[flag] is not None and not isinstance(data[flag], bool):
+            raise UsageError("batch manifest synthetic must be true or false")
+    kind = data.get("synthetic_kind")
+    if kind is not None and (not isinstance(kind, str) or not kind.strip()):
+        raise UsageError("batch manifest synthetic_kind must be a non-empty string")
+    lanes = data.get("lanes")
+    if lanes is None:
+        raise UsageError("batch manifest missing lanes")
+    if not isinstance(lanes, list):
+        raise UsageError("batch manifest lanes must be an array")
+    if not lanes:
+        raise UsageError("batch manifest lanes must not be empty")
+    names: dict[str, int] = {}
+    for position, lane in enumerate(lanes, start=1):
+        name = _validate_lane(lane, position)
+        if name in names:
+            raise UsageError(f"batch lane {name} is duplicated (lanes {names[name]} and {position})")
+        names[name] = position
+    for lane in lanes:
+        for ref in lane_dependencies(lane):
+            parts = split_dependency(ref)
+            assert parts is not None  # checked per lane above
+            if parts[0] == batch and parts[1] not in names:
+                raise UsageError(
+                    f"batch lane {lane_name_of(lane)} depends on unknown lane {_shown(ref)}"
+                )
+
+
+def _validate_lane(lane: object, position: int) -> str:
+    if not isinstance(lane, dict):
+        raise UsageError(f"batch lane {position} must be a JSON object")
+    raw_name = lane.get("name") if "name" in lane else lane.get("id")
+    if raw_name is None or raw_name == "":
+        raise UsageError(f"batch lane {position} missing name")
+    if not isinstance(raw_name, str):
+        raise UsageError(f"batch lane {position} name must be a string")
+    if ":" in raw_name:
+        raise UsageError(f"batch lane {_shown(raw_name)} cannot contain ':'")
+    try:
+        name = ids.lane_name(raw_name)
+    except UsageError:
+        raise UsageError(f"batch lane {position} has an invalid name: {_shown(raw_name)}") from None
+    owner = lane.get("owner") if "owner" in lane else lane.get("agent_id")
+    if owner is None or owner == "":
+        raise UsageError(f"batch lane {name} missing owner")
+    if not isinstance(owner, str):
+        raise UsageError(f"batch lane {name} owner must be a string")
+    try:
+        ids.agent_id(owner)
+    except UsageError:
+        raise UsageError(f"batch lane {name} has an invalid owner: {_shown(owner)}") from None
+    raw_targets = lane.get("targets") if lane.get("targets") is not None else lane.get("target")
+    if raw_targets is None or raw_targets == []:
+        raise UsageError(f"batch lane {name} missing targets")
+    items = raw_targets if isinstance(raw_targets, list) else [raw_targets]
+    if "targets" in lane and lane["targets"] is not None and not isinstance(lane["targets"], list):
+        raise UsageError(f"batch lane {name} targets must be an array")
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            raise UsageError(f"batch lane {name} has an invalid target: {_shown(str(item))}")
+        try:
+            ids.target(str(item))
+        except UsageError:
+            raise UsageError(f"batch lane {name} has an invalid target: {_shown(str(item))}") from None
+    deps = lane.get("depends_on")
+    if deps is not None:
+        refs = deps if isinstance(deps, list) else [deps]
+        for ref in refs:
+            if split_dependency(ref) is None:
+                shown = ref if isinstance(ref, str) else str(ref)
+                raise UsageError(f"batch lane {name} has invalid dependency ref: {_shown(shown)}")
+    return name
+
+
+def _carry_over(new: dict[str, Any], old: dict[str, Any]) -> None:
+    """Keep what a re-registration cannot know (see the module docstring)."""
+    for key in ("synthetic", "synthetic_kind"):
+        if key not in new and key in old:
+            new[key] = old[key]
+    if "registered_at" not in new and is_rfc3339(old.get("registered_at")):
+        new["registered_at"] = old["registered_at"]
+    old_lanes = {lane_name_of(lane): lane for lane in old.get("lanes") or [] if lane_name_of(lane)}
+    for lane in new["lanes"]:
+        before = old_lanes.get(lane_name_of(lane))
+        if not isinstance(before, dict) or before.get("terminal") not in LANE_TERMINALS:
+            continue
+        if lane.get("terminal") is not None:
+            continue  # the coordinator states the lane's terminal itself
+        for key in _CLOSEOUT_FIELDS:
+            if key in before and key not in lane:
+                lane[key] = before[key]
+        if "status" not in lane or lane["status"] != before.get("status"):
+            lane["status"] = before.get("status", before["terminal"])
+    if all(isinstance(lane, dict) and lane.get("terminal") in LANE_TERMINALS for lane in new["lanes"]):
+        if "status" not in new and old.get("status") == "completed":
+            new["status"] = "completed"
+        if "completed_at" not in new and "completed_at" in old:
+            new["completed_at"] = old["completed_at"]
+
+
+async def register_batch(
+    ctx: Ctx,
+    *,
+    manifest: bytes,
+    launch_prompt: str | None = None,
+    synthetic: bool = False,
+    synthetic_kind: str | None = None,
+) -> dict[str, Any]:
+    """Validate and write `batches/<batch-id>.json`; returns {batch_id, path, batch}."""
+    if synthetic_kind is not None and not synthetic:
+        raise UsageError("--synthetic-kind requires --synthetic")
+    text_field("synthetic_kind", synthetic_kind)
+    if launch_prompt is not None:
+        if not launch_prompt.strip():
+            raise UsageError("--launch-prompt is empty")
+        if "\x00" in launch_prompt:
+            raise UsageError("--launch-prompt contains NUL")
+    data = parse_manifest(manifest)
+    batch = data["batch_id"]
+    path = ids.batch_path(batch)
+    if launch_prompt is not None:
+        data["launch_prompt"] = launch_prompt
+    if synthetic:
+        data["synthetic"] = True
+    if synthetic_kind is not None:
+        data["synthetic_kind"] = synthetic_kind
+    if not is_rfc3339(data.get("registered_at")):
+        data.pop("registered_at", None)
+
+    for _ in range(CAS_ATTEMPTS):
+        current = await ctx.store.get(path)
+        record = _deep_copy(data)
+        if current is not None and isinstance(current.data, dict):
+            _carry_over(record, current.data)
+        stamp = format_ts(ctx.clock.now())
+        record["schema_version"] = SCHEMA_VERSION
+        record.setdefault("registered_at", stamp)
+        record["updated_at"] = stamp
+        _check_size(record)
+        try:
+            if current is None:
+                await ctx.store.create(path, record)
+            else:
+                await ctx.store.replace(path, record, current.version)
+        except (Conflict, NotFound):
+            continue
+        return {"batch_id": batch, "path": path, "batch": record}
+    raise contention(path)
+
+
+def _deep_copy(value: Any) -> Any:
+    return msgspec.json.decode(msgspec.json.encode(value))
+
+
+def _check_size(record: dict[str, Any]) -> None:
+    size = len(msgspec.json.encode(record))
+    if size > MAX_MANIFEST_BYTES:
+        raise UsageError(
+            f"batch record would be {size} bytes with the launch prompt and stamps "
+            f"(limit {MAX_MANIFEST_BYTES} bytes)"
+        )

@@ -1,0 +1,341 @@
+"""How records appear in `status --json`: one projection per record family.
+
+Key sets match the existing tool (../shared/conformance/golden):
+
+* claim: path, repo, target, status, agent_id, branch ("UNKNOWN" when
+  absent), expires_at, plus the claim metadata present on the record;
+* heartbeat: path, agent_id, status, liveness, target ("repo#target", "-"
+  when neither is set), updated_at, plus the heartbeat metadata present;
+* batch: the manifest without schema_version, plus path, with each lane
+  projected (name, owner, targets, status, liveness, deps, blocked_on, plus
+  the lane metadata present); declared lane terminal state wins over the
+  heartbeat, which wins over the manifest's planned lane status;
+* event: the record without schema_version, plus path;
+* archive envelope (`--include-archived`): the envelope without its data /
+  records / schema_version, plus path.
+
+Missing facts are shown as UNKNOWN / unknown, never guessed.
+
+The *digest* functions are what `store.cache.scan` keeps per record; they
+raise `Malformed` for a record that is not a JSON object.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, lane_targets_of
+from agentcoordd.model.liveness import DEAD_AFTER_TTL_MULTIPLIER
+from agentcoordd.model.status import satisfies_dependency
+from agentcoordd.model.timefmt import parse_ts
+from agentcoordd.store.cache import Malformed
+
+UNKNOWN = "UNKNOWN"
+_ZERO = dt.timedelta(0)
+_NO_TIME = float("-inf")
+
+_ATTRIBUTION = ("machine_id", "session_id", "session_source")
+CLAIM_METADATA = frozenset((
+    "batch_id",
+    "thread_handle",
+    "chat_handle",
+    "host",
+    "pr_url",
+    "dashboard_url",
+    "operator",
+    "phase",
+    "generation",
+    "instance_id",
+    "release_mode",
+    "handoff_to",
+    "handoff_note",
+    "terminal",
+    "pr_state",
+    "evidence_url",
+    "workspace",
+    "closed_by",
+    *_ATTRIBUTION,
+    "synthetic",
+    "synthetic_kind",
+))
+HEARTBEAT_METADATA = frozenset((
+    "batch_id",
+    "branch",
+    "thread_handle",
+    "chat_handle",
+    "host",
+    "pr_url",
+    "dashboard_url",
+    "operator",
+    "phase",
+    "generation",
+    "instance_id",
+    "status_raw",
+    *_ATTRIBUTION,
+    "synthetic",
+    "synthetic_kind",
+))
+LANE_METADATA = frozenset((
+    "thread_handle",
+    "chat_handle",
+    "host",
+    "pr_url",
+    "dashboard_url",
+    "operator",
+    "phase",
+    "branch",
+    "terminal",
+    "closed_at",
+    "closed_by",
+    "pr_state",
+    "evidence_url",
+))
+_ARCHIVE_PAYLOAD = ("data", "records", "schema_version")
+
+
+def _object(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise Malformed("not a JSON object")
+    return data
+
+
+def _metadata(data: dict[str, Any], fields: frozenset[str]) -> dict[str, Any]:
+    """The listed fields present (and not null) on the record, in record order."""
+    return {k: v for k, v in data.items() if k in fields and v is not None}
+
+
+def _text(value: Any, default: str = UNKNOWN) -> Any:
+    return default if value is None else value
+
+
+# ---- claims --------------------------------------------------------------
+
+
+def claim_projection(path: str, data: Any) -> dict[str, Any]:
+    data = _object(data)
+    parts = path.split("/")  # claims/<owner>/<repo>/<target>.json
+    repo = "/".join(parts[1:3]) if len(parts) == 4 else UNKNOWN
+    target = parts[-1].removesuffix(".json")
+    return {
+        "path": path,
+        "repo": _text(data.get("repo"), repo),
+        "target": _text(data.get("target"), target),
+        "status": _text(data.get("status"), "unknown"),
+        "agent_id": _text(data.get("agent_id")),
+        "branch": _text(data.get("branch")),
+        "expires_at": _text(data.get("expires_at")),
+        **_metadata(data, CLAIM_METADATA),
+    }
+
+
+# ---- heartbeats ----------------------------------------------------------
+
+
+class HeartbeatView:
+    """A heartbeat digest: the time-independent projection plus what lanes need.
+
+    Cached across status calls by a CachingStore, so its timestamps are parsed
+    once; liveness is derived per call from the caller's `now`.
+    """
+
+    __slots__ = ("head", "meta", "updated_at", "expires_at", "status", "agent_id", "mismatched", "_times", "_memo")
+
+    def __init__(self, path: str, data: Any) -> None:
+        data = _object(data)
+        file_agent = path.rsplit("/", 1)[-1].removesuffix(".json")
+        agent = data.get("agent_id")
+        self.agent_id = file_agent if agent is None else agent
+        self.mismatched = agent is not None and agent != file_agent
+        self.status = _text(data.get("status"), "unknown")
+        self.updated_at = data.get("updated_at")
+        self.expires_at = data.get("expires_at")
+        self._times = (parse_ts(self.updated_at), parse_ts(self.expires_at))
+        self._memo: tuple[dt.datetime, str] | None = None
+        repo, target = data.get("repo"), data.get("target")
+        shown = "#".join(str(v) for v in (repo, target) if v is not None) or "-"
+        self.head = (path, self.agent_id, self.status, shown, _text(self.updated_at))
+        self.meta = _metadata(data, HEARTBEAT_METADATA)
+
+    def liveness(self, now: dt.datetime) -> str:
+        memo = self._memo
+        if memo is not None and memo[0] == now:
+            return memo[1]
+        value = liveness_of(*self._times, now)
+        self._memo = (now, value)
+        return value
+
+    def projection(self, now: dt.datetime) -> dict[str, Any]:
+        path, agent, status, target, updated = self.head
+        return {
+            "path": path,
+            "agent_id": agent,
+            "status": status,
+            "liveness": self.liveness(now),
+            "target": target,
+            "updated_at": updated,
+            **self.meta,
+        }
+
+
+def liveness_of(updated: dt.datetime | None, expires: dt.datetime | None, now: dt.datetime) -> str:
+    """model.liveness.liveness over already-parsed timestamps (same rules;
+    tests/coord/test_status.py checks they agree)."""
+    if updated is None or expires is None:
+        return "unknown"
+    ttl = expires - updated
+    if ttl <= _ZERO:
+        return "dead"
+    if now < expires:
+        return "live"
+    if now < updated + DEAD_AFTER_TTL_MULTIPLIER * ttl:
+        return "stale"
+    return "dead"
+
+
+def heartbeat_view(path: str, data: Any) -> HeartbeatView:
+    return HeartbeatView(path, data)
+
+
+# ---- events and archive envelopes ---------------------------------------
+
+
+def event_sort_key(data: dict[str, Any]) -> float:
+    """Chronological key for `at` (POSIX seconds); -inf when it is not a time.
+
+    Consumers order mixed event families by `at`, path breaking ties; an
+    event without a usable `at` sorts first (it is never the "most recent").
+    A float keeps the cached key small and is exact to the microsecond.
+    """
+    moment = parse_ts(data.get("at"))
+    return _NO_TIME if moment is None else moment.timestamp()
+
+
+def event_key_digest(path: str, data: Any) -> float:
+    return event_sort_key(_object(data))
+
+
+def event_projection(path: str, data: Any) -> dict[str, Any]:
+    data = _object(data)
+    batch = path.split("/")[1] if path.count("/") >= 2 else UNKNOWN
+    out: dict[str, Any] = {"path": path}
+    for key, value in data.items():
+        if key != "schema_version" and value is not None:
+            out[key] = value
+    out.setdefault("batch_id", batch)
+    out.setdefault("type", "unknown")
+    out.setdefault("at", UNKNOWN)
+    return out
+
+
+def event_status_digest(path: str, data: Any) -> tuple[float, dict[str, Any]]:
+    """For scoped reads: sort key and projection together."""
+    projection = event_projection(path, data)
+    return event_sort_key(data), projection
+
+
+def archive_projection(path: str, data: Any) -> dict[str, Any]:
+    data = _object(data)
+    out: dict[str, Any] = {"path": path}
+    for key, value in data.items():
+        if key not in _ARCHIVE_PAYLOAD:
+            out[key] = value
+    return out
+
+
+# ---- batches and lanes ---------------------------------------------------
+
+
+def batch_digest(path: str, data: Any) -> dict[str, Any]:
+    return _object(data)
+
+
+def batch_id_of(path: str, data: dict[str, Any]) -> str:
+    value = data.get("batch_id")
+    return value if isinstance(value, str) and value else path.rsplit("/", 1)[-1].removesuffix(".json")
+
+
+# What a lane's owner heartbeat resolved to: a view, or one of these markers.
+HB_MISSING = None
+HB_UNREADABLE = "unreadable"
+HB_MISMATCHED = "mismatched"
+
+
+def lane_status(lane: dict[str, Any], heartbeat: Any) -> str:
+    """Declared terminal wins, then the owner's heartbeat, then the planned status."""
+    terminal = lane.get("terminal")
+    if terminal is not None:
+        return str(terminal)
+    if isinstance(heartbeat, HeartbeatView):
+        return str(heartbeat.status)
+    planned = lane.get("status")
+    return "unknown" if planned is None else str(planned)
+
+
+def lane_liveness(heartbeat: Any, now: dt.datetime) -> str:
+    if isinstance(heartbeat, HeartbeatView):
+        return heartbeat.liveness(now)
+    if heartbeat == HB_UNREADABLE:
+        return "unreadable"
+    if heartbeat == HB_MISMATCHED:
+        return "mismatched"
+    return "no-heartbeat"
+
+
+def lane_state_map(batch_id: str, lanes: Any, heartbeats: dict[str, Any]) -> dict[str, str]:
+    """`batch:lane` -> lane status, for dependency checks (malformed lanes skipped)."""
+    states: dict[str, str] = {}
+    for lane in lanes if isinstance(lanes, list) else []:
+        name = lane_name_of(lane)
+        if name is None or ":" in name:
+            continue
+        states[f"{batch_id}:{name}"] = lane_status(lane, heartbeats.get(lane_owner_of(lane) or UNKNOWN))
+    return states
+
+
+def lane_projection(
+    lane: dict[str, Any], heartbeat: Any, lane_states: dict[str, str], now: dt.datetime
+) -> dict[str, Any]:
+    deps = lane_dependencies(lane)
+    return {
+        "name": lane_name_of(lane) or UNKNOWN,
+        "owner": lane_owner_of(lane) or UNKNOWN,
+        "targets": lane_targets_of(lane),
+        "status": lane_status(lane, heartbeat),
+        "liveness": lane_liveness(heartbeat, now),
+        "deps": deps,
+        "blocked_on": [dep for dep in deps if not satisfies_dependency(lane_states.get(dep))],
+        **_metadata(lane, LANE_METADATA),
+    }
+
+
+def batch_projection(
+    path: str,
+    data: dict[str, Any],
+    heartbeats: dict[str, Any],
+    lane_states: dict[str, str],
+    now: dt.datetime,
+) -> tuple[dict[str, Any], list[int]]:
+    """The projected batch and the 1-based positions of non-object lane entries."""
+    lanes = data.get("lanes")
+    projected = []
+    malformed = []
+    for position, lane in enumerate(lanes if isinstance(lanes, list) else [], start=1):
+        if not isinstance(lane, dict):
+            malformed.append(position)
+            continue
+        owner = lane_owner_of(lane) or UNKNOWN
+        projected.append(lane_projection(lane, heartbeats.get(owner), lane_states, now))
+    out: dict[str, Any] = {"path": path, "batch_id": batch_id_of(path, data), "lanes": projected}
+    for key, value in data.items():
+        if key not in ("schema_version", "batch_id", "lanes") and value is not None:
+            out[key] = value
+    return out, malformed
+
+
+def malformed_lane_names(lanes: Any) -> list[str]:
+    return [
+        name
+        for lane in (lanes if isinstance(lanes, list) else [])
+        if (name := lane_name_of(lane)) is not None and ":" in name
+    ]

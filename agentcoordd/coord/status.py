@@ -1,0 +1,438 @@
+"""status: full, target-scoped and batch-scoped views of coordination state.
+
+Returns the `status --json` payload (key sets as the existing tool:
+version, scope, degraded, section_notes, claims, heartbeats, batches, events,
+and archive with --include-archived) plus one extra key, **`exit_code`**,
+which the daemon pops and uses as the command's exit code (0, or 2 when the
+backend result is UNKNOWN). It is never part of the rendered JSON.
+
+What each scope reads (the spec's list, and nothing else):
+
+* target (`--repo R --target T`): `claims/<R>/<T>.json` and, when the claim
+  names a holder, `heartbeats/<holder>.json`;
+* batch (`--batch-id ID`): `batches/<ID>.json`, the listing of
+  `events/<ID>/`, the lane owners' heartbeats, and for dependency refs into
+  other batches those batch files plus the referenced lane owners'
+  heartbeats;
+* full: every hot record (`claims`, `heartbeats`, `batches`, `events`), and
+  `archive/` only with `include_archived`.
+
+Degraded notes (`section_notes`, one per section; `degraded` lists their
+distinct values in the order they were noted) say what a row cannot vouch
+for: sections intentionally not checked in a scope, missing lane-owner
+heartbeats, a filtered (partial) listing, events omitted by the per-batch
+limit — all exit 0. A record that cannot be read (invalid JSON, not an
+object), or a section the backend refused to list, is named in a note and
+makes the result UNKNOWN: everything readable is still returned, with exit 2.
+
+Events: full status shows the most recent `events` (default 20) events of
+each batch; batch scope shows all of the batch's events unless `events` is
+given; `all_events` lifts the limit. Shown events are ordered by `at` (path
+breaks ties), as the spec asks consumers to order mixed event families.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import operator
+from typing import Any
+
+from agentcoordd.coord import projections as pj
+from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, split_dependency
+from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.info import CONTRACT_VERSION
+from agentcoordd.model import ids
+from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL, UsageError
+from agentcoordd.store.base import InvalidRecord, StoreError
+from agentcoordd.store.cache import Scan, caches, read_many, scan
+
+DEFAULT_EVENTS_PER_BATCH = 20
+# Cached event projections kept by a CachingStore (the selected recent events).
+_EVENT_PROJECTION_CAP = 5_000
+
+
+class _Report:
+    """Collects section notes and whether the result is UNKNOWN."""
+
+    def __init__(self) -> None:
+        self.notes: dict[str, str] = {}
+        self.unknown = False
+
+    def note(self, section: str, text: str, *, unknown: bool = False) -> None:
+        self.notes[section] = f"{self.notes[section]}; {text}" if section in self.notes else text
+        self.unknown = self.unknown or unknown
+
+    def absorb(self, section: str, result: Scan[Any]) -> None:
+        if result.partial:
+            self.note(section, f"{section} filtered by scoped token")
+        if result.unreadable:
+            paths = ", ".join(path for path, _ in result.unreadable)
+            self.note(section, f"unreadable records: {paths}", unknown=True)
+
+    async def scan(self, ctx: Ctx, section: str, prefix: str, digest: Any, name: str) -> Scan[Any]:
+        try:
+            result = await scan(ctx.store, prefix, digest, name)
+        except StoreError as exc:
+            self.note(section, f"{prefix} not readable: {exc.message}", unknown=True)
+            return Scan()
+        self.absorb(section, result)
+        return result
+
+    def payload(self, scope: dict[str, Any], **sections: Any) -> dict[str, Any]:
+        degraded: list[str] = []
+        for text in self.notes.values():
+            if text not in degraded:
+                degraded.append(text)
+        return {
+            "version": CONTRACT_VERSION,
+            "scope": scope,
+            "degraded": degraded,
+            "section_notes": dict(self.notes),
+            **sections,
+            "exit_code": EXIT_OPERATIONAL if self.unknown else EXIT_OK,
+        }
+
+
+async def status(
+    ctx: Ctx,
+    *,
+    repo: str | None = None,
+    target: str | None = None,
+    batch_id: str | None = None,
+    include_archived: bool = False,
+    events: int | None = None,
+    all_events: bool = False,
+) -> dict[str, Any]:
+    if batch_id is not None and (repo is not None or target is not None):
+        raise UsageError("--batch-id cannot be combined with --repo or --target")
+    if repo is not None and target is None:
+        raise UsageError("missing required --target")
+    if target is not None and repo is None:
+        raise UsageError("missing required --repo")
+    scoped = repo is not None or batch_id is not None
+    if include_archived and scoped:
+        raise UsageError("--include-archived is only valid for unscoped status")
+    if events is not None and (isinstance(events, bool) or not isinstance(events, int) or events < 0):
+        raise UsageError(f"--events must be a non-negative number: {events}")
+    if events is not None and all_events:
+        raise UsageError("--events and --all-events cannot be combined")
+    if repo is not None:
+        return await _target_status(ctx, repo, str(target))
+    if all_events:
+        limit = None
+    elif events is not None:
+        limit = events
+    else:
+        limit = None if batch_id is not None else DEFAULT_EVENTS_PER_BATCH
+    if batch_id is not None:
+        return await _batch_status(ctx, batch_id, limit)
+    return await _full_status(ctx, include_archived, limit)
+
+
+# ---- events (shared by full and batch scope) -----------------------------
+
+
+_BY_TIME = operator.itemgetter(1, 0)  # rows are (path, key): order by (at, path)
+_KEY = operator.itemgetter(1)
+
+
+def _most_recent(rows: list[tuple[str, float]], limit: int | None) -> tuple[list[tuple[str, float]], int]:
+    """Per batch directory, the `limit` most recent rows; rows are in path order.
+
+    A batch's events are one contiguous run of the path-ordered listing, found
+    by bisection rather than by looking at every path.
+    """
+    if limit is None:
+        return sorted(rows, key=_BY_TIME), 0
+    chosen: list[tuple[str, float]] = []
+    omitted = 0
+    i, n = 0, len(rows)
+    while i < n:
+        parts = rows[i][0].split("/", 2)
+        if len(parts) > 2:  # events/<batch>/...: everything before "events/<batch>0"
+            j = bisect.bisect_left(rows, f"{parts[0]}/{parts[1]}0", i, n, key=operator.itemgetter(0))
+        else:
+            j = i + 1
+        if j - i > limit:
+            omitted += j - i - limit
+            # newest first, ties broken toward the larger path (nlargest is stable)
+            chosen.extend(heapq.nlargest(limit, rows[j - 1 : i - 1 if i else None : -1], key=_KEY))
+        else:
+            chosen.extend(rows[i:j])
+        i = j
+    chosen.sort(key=_BY_TIME)
+    return chosen, omitted
+
+
+async def _recent_events(
+    ctx: Ctx, report: _Report, prefix: str, limit: int | None
+) -> list[dict[str, Any]]:
+    """Events below `prefix`, the most recent `limit` of each batch, by `at`."""
+    projections: dict[str, dict[str, Any]] | None = None
+    if caches(ctx.store):
+        # Local files: keep only sort keys for every event, read the shown ones.
+        keyed = await report.scan(ctx, "events", prefix, pj.event_key_digest, "status.event_keys")
+        rows = keyed.rows
+    else:
+        # A remote listing already carries every record: project in one pass.
+        both = await report.scan(ctx, "events", prefix, pj.event_status_digest, "status.event_rows")
+        rows = [(path, key) for path, (key, _) in both.rows]
+        projections = {path: projection for path, (_, projection) in both.rows}
+    chosen, omitted = _most_recent(rows, limit)
+    if omitted:
+        report.note(
+            "events",
+            f"showing the most recent {limit} events per batch; {omitted} older events omitted",
+        )
+    if projections is None and chosen:
+        try:
+            read = await read_many(
+                ctx.store,
+                [path for path, _ in chosen],
+                pj.event_projection,
+                "status.events",
+                cap=_EVENT_PROJECTION_CAP,
+            )
+        except StoreError as exc:
+            report.note("events", f"{prefix} not readable: {exc.message}", unknown=True)
+            return []
+        report.absorb("events", read)
+        projections = dict(read.rows)
+    if projections is None:
+        return []
+    return [projections[path] for path, _ in chosen if path in projections]
+
+
+# ---- full status ---------------------------------------------------------
+
+
+async def _full_status(ctx: Ctx, include_archived: bool, limit: int | None) -> dict[str, Any]:
+    now = ctx.clock.now()
+    report = _Report()
+    claims = await report.scan(ctx, "claims", "claims", pj.claim_projection, "status.claims")
+    beats = await report.scan(ctx, "heartbeats", "heartbeats", pj.heartbeat_view, "status.heartbeats")
+    batches = await report.scan(ctx, "batches", "batches", pj.batch_digest, "status.batches")
+
+    by_agent: dict[str, Any] = {}
+    mismatched: list[str] = []
+    for path, _ in beats.unreadable:
+        by_agent[path.rsplit("/", 1)[-1].removesuffix(".json")] = pj.HB_UNREADABLE
+    for path, view in beats.rows:
+        file_agent = path.rsplit("/", 1)[-1].removesuffix(".json")
+        if view.mismatched:
+            mismatched.append(path)
+            by_agent[file_agent] = pj.HB_MISMATCHED
+        else:
+            by_agent[file_agent] = view
+    if mismatched:
+        report.note("heartbeats", f"heartbeat agent_id differs from its path: {', '.join(mismatched)}")
+
+    lane_states: dict[str, str] = {}
+    for path, data in batches.rows:
+        lane_states.update(pj.lane_state_map(pj.batch_id_of(path, data), data.get("lanes"), by_agent))
+    projected_batches = []
+    bad_lanes: list[str] = []
+    bad_names: list[str] = []
+    for path, data in batches.rows:
+        projected, malformed = pj.batch_projection(path, data, by_agent, lane_states, now)
+        projected_batches.append(projected)
+        bad_lanes.extend(f"{path}#{position}" for position in malformed)
+        bad_names.extend(pj.malformed_lane_names(data.get("lanes")))
+    _note_lanes(report, bad_names, bad_lanes)
+
+    shown_events = await _recent_events(ctx, report, "events", limit)
+    sections: dict[str, Any] = {
+        "claims": [projection for _, projection in claims.rows],
+        "heartbeats": [view.projection(now) for _, view in beats.rows],
+        "batches": projected_batches,
+        "events": shown_events,
+    }
+    if include_archived:
+        archive = await report.scan(ctx, "archive", "archive", pj.archive_projection, "status.archive")
+        sections["archive"] = [projection for _, projection in archive.rows]
+    return report.payload({"kind": "all"}, **sections)
+
+
+def _note_lanes(report: _Report, bad_names: list[str], bad_lanes: list[str]) -> None:
+    if bad_names:
+        report.note("lanes", f"malformed lane names: {', '.join(bad_names)}")
+    if bad_lanes:
+        report.note("lanes", f"malformed lane entries: {', '.join(bad_lanes)}")
+
+
+# ---- target scope --------------------------------------------------------
+
+
+async def _target_status(ctx: Ctx, repo: str, target: str) -> dict[str, Any]:
+    now = ctx.clock.now()
+    path = ids.claim_path(repo, target)
+    report = _Report()
+    report.note("batches", "not checked in target scope")
+    report.note("events", "not checked in target scope")
+    claims: list[dict[str, Any]] = []
+    heartbeats: list[dict[str, Any]] = []
+    claim = await _read_object(ctx, report, "claims", path, "claim unreadable")
+    if claim is not None:
+        claims.append(pj.claim_projection(path, claim))
+        holder = claim.get("agent_id")
+        if not isinstance(holder, str) or not holder or holder == pj.UNKNOWN:
+            report.note("heartbeats", "claim holder not set")
+        else:
+            beat = await _owner_heartbeat(ctx, holder)
+            if isinstance(beat, pj.HeartbeatView):
+                heartbeats.append(beat.projection(now))
+            elif beat == pj.HB_UNREADABLE:
+                report.note("heartbeats", "holder heartbeat unreadable", unknown=True)
+            elif beat == pj.HB_MISMATCHED:
+                report.note("heartbeats", "holder heartbeat mismatched")
+            else:
+                report.note("heartbeats", "holder heartbeat not found")
+    return report.payload(
+        {"kind": "target", "repo": repo, "target": target},
+        claims=claims,
+        heartbeats=heartbeats,
+        batches=[],
+        events=[],
+    )
+
+
+async def _read_object(
+    ctx: Ctx, report: _Report, section: str, path: str, label: str
+) -> dict[str, Any] | None:
+    """One record that must be a JSON object; unreadable ones are noted (UNKNOWN)."""
+    try:
+        current = await ctx.store.get(path)
+    except InvalidRecord:
+        report.note(section, f"{label}: {path}", unknown=True)
+        return None
+    if current is None:
+        return None
+    if not isinstance(current.data, dict):
+        report.note(section, f"{label}: {path}", unknown=True)
+        return None
+    return current.data
+
+
+async def _owner_heartbeat(ctx: Ctx, owner: str) -> Any:
+    """An owner's heartbeat as a view, or HB_UNREADABLE / HB_MISMATCHED / None."""
+    try:
+        path = ids.heartbeat_path(owner)
+    except UsageError:
+        return pj.HB_MISSING
+    try:
+        current = await ctx.store.get(path)
+    except InvalidRecord:
+        return pj.HB_UNREADABLE
+    if current is None:
+        return pj.HB_MISSING
+    if not isinstance(current.data, dict):
+        return pj.HB_UNREADABLE
+    view = pj.HeartbeatView(path, current.data)
+    return pj.HB_MISMATCHED if view.mismatched else view
+
+
+# ---- batch scope ---------------------------------------------------------
+
+
+async def _batch_status(ctx: Ctx, batch_id: str, limit: int | None) -> dict[str, Any]:
+    now = ctx.clock.now()
+    path = ids.batch_path(batch_id)
+    prefix = ids.events_prefix(batch_id)
+    report = _Report()
+    report.note("claims", "not checked in batch scope")
+    batch = await _read_object(ctx, report, "batches", path, "batch unreadable")
+    shown_events = await _recent_events(ctx, report, prefix, limit)
+
+    owners: dict[str, Any] = {}  # owner -> heartbeat outcome, in first-read order
+
+    async def owner_state(owner: str | None) -> Any:
+        key = owner or pj.UNKNOWN
+        if key not in owners:
+            owners[key] = pj.HB_MISSING if key == pj.UNKNOWN else await _owner_heartbeat(ctx, key)
+        return owners[key]
+
+    projected_batches: list[dict[str, Any]] = []
+    if batch is not None:
+        own_id = pj.batch_id_of(path, batch)
+        lanes = batch.get("lanes") if isinstance(batch.get("lanes"), list) else []
+        lane_states: dict[str, str] = {}
+        for lane in lanes:
+            name = lane_name_of(lane)
+            if not isinstance(lane, dict) or name is None or ":" in name:
+                continue
+            state = await owner_state(lane_owner_of(lane))
+            lane_states[f"{own_id}:{name}"] = pj.lane_status(lane, state)
+        malformed_refs, unresolved_refs = await _resolve_dependencies(
+            ctx, report, lanes, lane_states, owner_state
+        )
+        unreadable = [o for o, s in owners.items() if s == pj.HB_UNREADABLE]
+        mismatched = [o for o, s in owners.items() if s == pj.HB_MISMATCHED]
+        missing = [o for o, s in owners.items() if s is pj.HB_MISSING]
+        if unreadable:
+            report.note("heartbeats", f"lane-owner heartbeats unreadable: {', '.join(unreadable)}", unknown=True)
+        if mismatched:
+            report.note("heartbeats", f"lane-owner heartbeats mismatched: {', '.join(mismatched)}")
+        if missing:
+            report.note("heartbeats", f"lane-owner heartbeats not found: {', '.join(missing)}")
+        projected, malformed = pj.batch_projection(path, batch, owners, lane_states, now)
+        projected_batches.append(projected)
+        _note_lanes(report, pj.malformed_lane_names(lanes), [f"{path}#{p}" for p in malformed])
+        if malformed_refs:
+            report.note("dependencies", f"malformed dependency refs: {', '.join(malformed_refs)}")
+        if unresolved_refs:
+            report.note(
+                "unresolved_dependencies", f"unresolved dependency refs: {', '.join(unresolved_refs)}"
+            )
+    elif "batches" not in report.notes:
+        report.note("batches", "batch not found")
+    heartbeats = [s.projection(now) for s in owners.values() if isinstance(s, pj.HeartbeatView)]
+    return report.payload(
+        {"kind": "batch", "batch_id": batch_id},
+        claims=[],
+        heartbeats=heartbeats,
+        batches=projected_batches,
+        events=shown_events,
+    )
+
+
+async def _resolve_dependencies(
+    ctx: Ctx,
+    report: _Report,
+    lanes: list[Any],
+    lane_states: dict[str, str],
+    owner_state: Any,
+) -> tuple[list[str], list[str]]:
+    """Fill lane_states for refs into other batches: read only those batch files
+    and the referenced lane owners' heartbeats. Returns (malformed, unresolved)."""
+    refs: list[str] = []
+    for lane in lanes:
+        for ref in lane_dependencies(lane):
+            if ref not in refs:
+                refs.append(ref)
+    other_batches: dict[str, dict[str, Any] | None] = {}
+    malformed: list[str] = []
+    unresolved: list[str] = []
+    for ref in refs:
+        if ref in lane_states:
+            continue
+        parts = split_dependency(ref)
+        if parts is None:
+            malformed.append(ref)
+            continue
+        dep_batch, dep_lane = parts
+        if dep_batch not in other_batches:
+            other_batches[dep_batch] = await _read_object(
+                ctx, report, "dependencies", ids.batch_path(dep_batch), "dependency batch unreadable"
+            )
+        data = other_batches[dep_batch]
+        if data is None:
+            unresolved.append(ref)
+            continue
+        dep_lanes = data.get("lanes") if isinstance(data.get("lanes"), list) else []
+        match = next((lane for lane in dep_lanes if lane_name_of(lane) == dep_lane), None)
+        if not isinstance(match, dict):
+            malformed.append(ref)
+            continue
+        lane_states[ref] = pj.lane_status(match, await owner_state(lane_owner_of(match)))
+    return malformed, unresolved

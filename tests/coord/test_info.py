@@ -1,0 +1,44 @@
+"""version and config show: key sets and values as the existing tool prints them.
+
+Spec: "Legacy / Non-Stack CLI Contract And Exit Codes", Heartbeat status
+vocabulary; ../shared/spec/outputs/version-json.txt, config-show-json.txt.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentcoordd.coord.info import config_info, version_info
+
+
+def recorded(shared_dir: Path, name: str) -> dict:
+    text = (shared_dir / "spec" / "outputs" / name).read_text()
+    body = text.split("# stdout:\n", 1)[1].split("# stderr:", 1)[0]
+    return json.loads(body)
+
+
+def test_version_matches_the_existing_tool(shared_dir: Path) -> None:
+    assert version_info() == recorded(shared_dir, "version-json.txt")
+
+
+def test_config_show_matches_the_existing_tool(shared_dir: Path) -> None:
+    assert config_info() == recorded(shared_dir, "config-show-json.txt")
+
+
+def test_exit_code_table_lists_only_emitted_codes() -> None:
+    codes = config_info()["exit_codes"]
+    assert sorted(codes.values()) == [1, 2, 3, 64]
+    assert 4 not in codes.values()
+
+
+def test_vocabulary_aliases_all_resolve_to_canonical_statuses() -> None:
+    vocabulary = config_info()["heartbeat_status_vocabulary"]
+    canonical = set(vocabulary["working"]) | set(vocabulary["terminal"])
+    assert set(vocabulary["aliases"].values()) <= canonical
+    assert "released" not in vocabulary["aliases"] and "released" not in canonical
+
+
+def test_payloads_are_fresh_copies() -> None:
+    config_info()["heartbeat_status_vocabulary"]["working"].append("x")
+    assert "x" not in config_info()["heartbeat_status_vocabulary"]["working"]
