@@ -1,0 +1,362 @@
+"""health: the telemetry contract's Dashboard Health Signals, plus QA per PR.
+
+Returns the `health --json` payload and one extra key, **`exit_code`** (as
+status and batch-audit do; the daemon pops it): 0 when no signal fired, 1
+when any warning did, 2 when the state could not be read (a family listing
+failed or a record is not valid JSON / not an object — everything readable is
+still reported).
+
+Signals (each warning: `signal`, `message`, and the `path` / `batch_id` /
+`lane` / `repo` / `target` / `agent_id` it is about). The contract calls
+them telemetry bugs of the batch runner or worker prompt:
+
+* `missing_machine_identity` — a claim or heartbeat with none of
+  `machine_id`, `machine`, `hostname` (`host` is the app surface and does
+  not count);
+* `claim_without_heartbeat` — an active claim (status not `released`, no
+  declared terminal, `expires_at` not passed) whose holder has no heartbeat,
+  or whose holder's heartbeat names another repo/target (a heartbeat that
+  names no target matches any of its holder's claims);
+* `missing_batch_manifest` — a claim or heartbeat naming a `batch_id` with no
+  `batches/<id>.json`;
+* `manifest_without_launch_prompt` — a retained manifest without a non-empty
+  `launch_prompt`;
+* `launch_prompt_target_drift` — the targets the launch prompt names (read as
+  `agentcoordd.coord.prompt` documents: GitHub pull/issue URLs of the batch
+  repo, `#N`, and `PR`/`issue`/`target` keyword lists; targets on reserve /
+  defer lines or in a `Reservations:` section are reservations) differ from
+  the manifest's (its `targets` entries plus every lane's targets, with its
+  `reservations` apart): `prompt_only` / `manifest_only` list the difference;
+* `lane_without_heartbeat` — a manifest lane without a declared terminal
+  whose owner has no heartbeat record;
+* `batch_without_history` — a manifest with no event for its batch, neither
+  in the Store (`events/<id>/`) nor in local JSONL history;
+* `malformed_history_line` — a JSONL history line (or file) that was skipped.
+
+QA (`qa`, one row per PR; informational, never changes the exit code): the
+PRs are the manifests' `pull_request` targets and lane `pr_url`s, the
+`pr_url`s of claims and heartbeats, and every repo/target a QA event names.
+Each row's `qa` is `missing` without a QA/validation event for that
+repo/target, else from the latest one (by `at|timestamp`, `event_id`):
+`requested`, `in_progress`, `passed`, `failed`, or `unknown` for another
+`qa.*`/validation type.
+
+Scope: everything, or with `batch_id` that batch's manifest and events, the
+claims and heartbeats naming it, and its lane owners' heartbeats.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agentcoordd.coord import prompt as prompt_reader
+from agentcoordd.coord import telemetry
+from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_of
+from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.info import CONTRACT_VERSION
+from agentcoordd.model import ids
+from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL
+from agentcoordd.model.timefmt import format_ts, parse_ts
+from agentcoordd.store.base import StoreError
+from agentcoordd.store.cache import Malformed, Scan, scan
+
+EXIT_WARNINGS = 1
+SIGNALS = (
+    "missing_machine_identity",
+    "claim_without_heartbeat",
+    "missing_batch_manifest",
+    "manifest_without_launch_prompt",
+    "launch_prompt_target_drift",
+    "lane_without_heartbeat",
+    "batch_without_history",
+    "malformed_history_line",
+)
+MACHINE_FIELDS = ("machine_id", "machine", "hostname")
+_PR_URL = re.compile(r"github\.com/([^/\s]+)/([^/\s]+)/pull/(\d+)", re.IGNORECASE)
+_KEEP = ("agent_id", "repo", "target", "batch_id", "status", "terminal", "expires_at",
+         "updated_at", "pr_url", "branch", *MACHINE_FIELDS)
+
+
+def _digest(path: str, data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise Malformed("not a JSON object")
+    return {k: data[k] for k in _KEEP if data.get(k) is not None}
+
+
+def _manifest(path: str, data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise Malformed("not a JSON object")
+    return data
+
+
+def has_machine_identity(record: dict[str, Any]) -> bool:
+    return any(isinstance(record.get(k), str) and record[k].strip() for k in MACHINE_FIELDS)
+
+
+def pr_of(url: object) -> tuple[str, str] | None:
+    """(owner/repo, number) of a GitHub pull request URL."""
+    if not isinstance(url, str):
+        return None
+    match = _PR_URL.search(url)
+    return (f"{match.group(1)}/{match.group(2)}", match.group(3)) if match else None
+
+
+def prompt_drift(manifest: dict[str, Any]) -> dict[str, list[str]] | None:
+    """{prompt_only, manifest_only} when the launch prompt's targets drift, else None."""
+    text = manifest.get("launch_prompt")
+    if not isinstance(text, str) or not text.strip():
+        return None
+    repo = manifest.get("repo") if isinstance(manifest.get("repo"), str) else None
+    mentions = prompt_reader.prompt_targets(text, repo)
+    declared, reserved = prompt_reader.manifest_targets(manifest)
+    said = set(mentions.active)
+    prompt_only = sorted(said - declared - reserved, key=_num)
+    manifest_only = sorted(declared - said - set(mentions.reserved), key=_num)
+    if not prompt_only and not manifest_only:
+        return None
+    return {"prompt_only": prompt_only, "manifest_only": manifest_only}
+
+
+def _num(value: str) -> tuple[int, str]:
+    return (int(value), value) if value.isdigit() else (1 << 62, value)
+
+
+def _active_claim(claim: dict[str, Any], now_text: str) -> bool:
+    if claim.get("status") == "released" or claim.get("terminal") is not None:
+        return False
+    expires = parse_ts(claim.get("expires_at"))
+    return expires is None or format_ts(expires) > now_text
+
+
+class _Report:
+    def __init__(self) -> None:
+        self.warnings: list[dict[str, Any]] = []
+        self.unreadable: list[dict[str, str]] = []
+        self.errors: list[str] = []
+        self.partial: list[str] = []
+
+    def warn(self, signal: str, message: str, **about: Any) -> None:
+        self.warnings.append({"signal": signal, "message": message,
+                              **{k: v for k, v in about.items() if v is not None}})
+
+    async def scan(self, ctx: Ctx, prefix: str, digest: Any, name: str) -> Scan[Any]:
+        try:
+            result = await scan(ctx.store, prefix, digest, name)
+        except StoreError as exc:
+            self.errors.append(f"{prefix} not readable: {exc.message}")
+            return Scan()
+        self.unreadable.extend({"path": p, "reason": r} for p, r in result.unreadable)
+        if result.partial:
+            self.partial.append(prefix)
+        return result
+
+
+async def health(ctx: Ctx, *, batch_id: str | None = None) -> dict[str, Any]:
+    if batch_id is not None:
+        ids.batch_id(batch_id)
+    now_text = format_ts(ctx.clock.now())
+    report = _Report()
+    claims = await report.scan(ctx, "claims", _digest, "health.claims")
+    beats = await report.scan(ctx, "heartbeats", _digest, "health.heartbeats")
+    if batch_id is None:
+        manifests = await report.scan(ctx, "batches", _manifest, "health.batches")
+        batch_rows = manifests.rows
+        batch_paths = {path for path, _ in batch_rows} | {p["path"] for p in report.unreadable if p["path"].startswith("batches/")}
+    else:
+        path = ids.batch_path(batch_id)
+        batch_rows = []
+        batch_paths = set()
+        try:
+            current = await ctx.store.get(path)
+        except StoreError as exc:
+            report.unreadable.append({"path": path, "reason": exc.message})
+            current = None
+            batch_paths.add(path)
+        if current is not None:
+            batch_paths.add(path)
+            if isinstance(current.data, dict):
+                batch_rows = [(path, current.data)]
+            else:
+                report.unreadable.append({"path": path, "reason": "not a JSON object"})
+    history = await telemetry.signal_events(ctx, batch_id=batch_id)
+    if history.error:
+        report.errors.append(history.error)
+    report.unreadable.extend({"path": p, "reason": r} for p, r in history.unreadable)
+    if history.partial:
+        report.partial.append("events")
+
+    lane_owners: set[str] = set()
+    for _, manifest in batch_rows:
+        for lane in manifest.get("lanes") if isinstance(manifest.get("lanes"), list) else []:
+            owner = lane_owner_of(lane)
+            if owner:
+                lane_owners.add(owner)
+
+    heartbeat_by_agent: dict[str, dict[str, Any]] = {}
+    for path, beat in beats.rows:
+        agent = path.rsplit("/", 1)[-1].removesuffix(".json")
+        heartbeat_by_agent[agent] = beat
+    heartbeat_agents = set(heartbeat_by_agent) | {
+        p["path"].rsplit("/", 1)[-1].removesuffix(".json")
+        for p in report.unreadable if p["path"].startswith("heartbeats/")
+    }
+
+    def in_scope(record: dict[str, Any], agent: str | None = None) -> bool:
+        return batch_id is None or record.get("batch_id") == batch_id or (agent is not None and agent in lane_owners)
+
+    known: dict[str, bool] = {}
+    for path in batch_paths:
+        known[path.rsplit("/", 1)[-1].removesuffix(".json")] = True
+    named = {r.get("batch_id") for _, r in claims.rows if in_scope(r)} | {
+        r.get("batch_id") for p, r in beats.rows if in_scope(r, p.rsplit("/", 1)[-1].removesuffix(".json"))
+    }
+    for batch in sorted(b for b in named if isinstance(b, str) and b and b not in known):
+        if batch_id is None:
+            known[batch] = False
+            continue
+        try:
+            known[batch] = await ctx.store.get(ids.batch_path(batch)) is not None
+        except Exception:  # an unsafe or unreadable id: do not guess it is missing
+            known[batch] = True
+
+    def manifest_exists(batch: str) -> bool:
+        return known.get(batch, False)
+
+    # -- claims and heartbeats ------------------------------------------------
+    scoped_claims = [(p, c) for p, c in claims.rows if in_scope(c)]
+    for path, claim in scoped_claims:
+        about = dict(path=path, repo=claim.get("repo"), target=claim.get("target"),
+                     agent_id=claim.get("agent_id"), batch_id=claim.get("batch_id"))
+        if not has_machine_identity(claim):
+            report.warn("missing_machine_identity", f"claim {path} has no machine_id (or machine/hostname)", **about)
+        holder = claim.get("agent_id")
+        if _active_claim(claim, now_text):
+            beat = heartbeat_by_agent.get(holder) if isinstance(holder, str) else None
+            if beat is None and holder in heartbeat_agents:
+                pass  # unreadable heartbeat: reported as unreadable, not as missing
+            elif beat is None:
+                report.warn("claim_without_heartbeat", f"active claim {path} has no heartbeat for its holder {holder}", **about)
+            elif beat.get("target") is not None and (
+                str(beat.get("target")) != str(claim.get("target")) or beat.get("repo") not in (None, claim.get("repo"))
+            ):
+                report.warn(
+                    "claim_without_heartbeat",
+                    f"active claim {path}: holder {holder}'s heartbeat is for "
+                    f"{beat.get('repo', '?')}#{beat.get('target')}, not this target",
+                    **about,
+                )
+        batch = claim.get("batch_id")
+        if isinstance(batch, str) and batch and not manifest_exists(batch):
+            report.warn("missing_batch_manifest", f"claim {path} names batch {batch}, which has no retained manifest", **about)
+    for path, beat in beats.rows:
+        agent = path.rsplit("/", 1)[-1].removesuffix(".json")
+        if not in_scope(beat, agent):
+            continue
+        about = dict(path=path, agent_id=agent, repo=beat.get("repo"), target=beat.get("target"), batch_id=beat.get("batch_id"))
+        if not has_machine_identity(beat):
+            report.warn("missing_machine_identity", f"heartbeat {path} has no machine_id (or machine/hostname)", **about)
+        batch = beat.get("batch_id")
+        if isinstance(batch, str) and batch and not manifest_exists(batch):
+            report.warn("missing_batch_manifest", f"heartbeat {path} names batch {batch}, which has no retained manifest", **about)
+
+    # -- manifests --------------------------------------------------------------
+    batches_with_events = {e.get("batch_id") for e in history.events}
+    for path, manifest in batch_rows:
+        own = manifest.get("batch_id") if isinstance(manifest.get("batch_id"), str) else path.rsplit("/", 1)[-1].removesuffix(".json")
+        prompt_text = manifest.get("launch_prompt")
+        if not isinstance(prompt_text, str) or not prompt_text.strip():
+            report.warn("manifest_without_launch_prompt", f"batch {own} has no launch_prompt", path=path, batch_id=own)
+        else:
+            drift = prompt_drift(manifest)
+            if drift is not None:
+                parts = []
+                if drift["prompt_only"]:
+                    parts.append("prompt only: " + ", ".join(drift["prompt_only"]))
+                if drift["manifest_only"]:
+                    parts.append("manifest only: " + ", ".join(drift["manifest_only"]))
+                report.warn("launch_prompt_target_drift",
+                            f"batch {own}: launch prompt targets drift from manifest targets ({'; '.join(parts)})",
+                            path=path, batch_id=own, **drift)
+        for lane in manifest.get("lanes") if isinstance(manifest.get("lanes"), list) else []:
+            if not isinstance(lane, dict) or lane.get("terminal") is not None:
+                continue
+            owner = lane_owner_of(lane)
+            if owner is None or owner not in heartbeat_agents:
+                name = lane_name_of(lane) or "?"
+                report.warn("lane_without_heartbeat",
+                            f"batch {own} lane {name}: owner {owner or '(none)'} has no heartbeat",
+                            path=path, batch_id=own, lane=name, agent_id=owner)
+        if own not in batches_with_events:
+            report.warn("batch_without_history", f"batch {own} has no history events", path=path, batch_id=own)
+    for problem in history.problems:
+        report.warn("malformed_history_line", telemetry._problem_text(problem),
+                    path=problem["file"], line=problem.get("line"))
+
+    qa_rows = _qa(batch_rows, scoped_claims, [b for p, b in beats.rows if in_scope(b, p.rsplit("/", 1)[-1].removesuffix(".json"))], history.events)
+    counts = {name: 0 for name in SIGNALS}
+    for warning in report.warnings:
+        counts[warning["signal"]] += 1
+    qa_counts: dict[str, int] = {}
+    for row in qa_rows:
+        qa_counts[row["qa"]] = qa_counts.get(row["qa"], 0) + 1
+    unknown = bool(report.errors or report.unreadable)
+    exit_code = EXIT_OPERATIONAL if unknown else (EXIT_WARNINGS if report.warnings else EXIT_OK)
+    return {
+        "version": CONTRACT_VERSION,
+        "scope": {"kind": "batch", "batch_id": batch_id} if batch_id else {"kind": "all"},
+        "checked_at": now_text,
+        "verdict": "unknown" if unknown else ("warnings" if report.warnings else "clean"),
+        "signals": counts,
+        "warnings": report.warnings,
+        "qa": qa_rows,
+        "qa_summary": qa_counts,
+        "unreadable": report.unreadable,
+        "errors": report.errors,
+        "partial": report.partial,
+        "exit_code": exit_code,
+    }
+
+
+def _qa(
+    manifests: list[tuple[str, dict[str, Any]]],
+    claims: list[tuple[str, dict[str, Any]]],
+    beats: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    prs: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def add(repo: Any, target: Any, **info: Any) -> None:
+        if not isinstance(repo, str) or target is None:
+            return
+        row = prs.setdefault((repo, str(target)), {"repo": repo, "target": str(target)})
+        for key, value in info.items():
+            if value is not None:
+                row.setdefault(key, value)
+
+    for _, manifest in manifests:
+        repo = manifest.get("repo")
+        batch = manifest.get("batch_id")
+        for item in manifest.get("targets") if isinstance(manifest.get("targets"), list) else []:
+            if isinstance(item, dict) and (item.get("type") == "pull_request" or pr_of(item.get("url"))):
+                parsed = pr_of(item.get("url"))
+                add(parsed[0] if parsed else repo, item.get("target") or (parsed and parsed[1]),
+                    batch_id=batch, pr_url=item.get("url"), title=item.get("title"))
+        for lane in manifest.get("lanes") if isinstance(manifest.get("lanes"), list) else []:
+            parsed = pr_of(lane.get("pr_url")) if isinstance(lane, dict) else None
+            if parsed:
+                add(*parsed, batch_id=batch, lane=lane_name_of(lane), pr_url=lane.get("pr_url"))
+            elif isinstance(lane, dict) and lane.get("pr_url") and len(lane_targets_of(lane)) == 1:
+                add(repo, lane_targets_of(lane)[0], batch_id=batch, lane=lane_name_of(lane), pr_url=lane.get("pr_url"))
+    for record in [c for _, c in claims] + beats:
+        parsed = pr_of(record.get("pr_url"))
+        if parsed:
+            add(*parsed, batch_id=record.get("batch_id"), pr_url=record.get("pr_url"))
+    latest = telemetry.latest_qa(events)
+    for (repo, target), event in latest.items():
+        add(repo, target, batch_id=event.get("batch_id"), pr_url=event.get("pr_url"))
+    rows = []
+    for key, row in prs.items():
+        rows.append({**row, **telemetry.qa_view(latest.get(key))})
+    rows.sort(key=lambda r: (r["repo"], _num(r["target"])))
+    return rows

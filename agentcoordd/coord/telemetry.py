@@ -1,0 +1,568 @@
+"""Telemetry: batch history (Store events + local JSON Lines), stop requests, QA.
+
+History has two sources, merged into one chronology:
+
+* **Store events** — the ordinary append-only events under
+  `events/<batch-id>/<event-id>.json`, on every backend.
+* **JSON Lines history** that dashboards and batch runners kept in a *local*
+  state root: `events/*.jsonl`, `history/*.jsonl` and
+  `events/batches/<batch-id>.jsonl`, one JSON object per line, stamped `at`
+  or `timestamp`. They are read **read-only** and only when the selected
+  store is a local root (LocalStore / CachingStore); nothing here ever writes
+  a `.jsonl` file. A line that is not a JSON object, not UTF-8, or carries no
+  usable `at`/`timestamp` is reported as a problem (file + line number) and
+  skipped — one bad line never hides the rest and never raises. A file that
+  is a symlink, not a regular file, or larger than `MAX_JSONL_BYTES` is
+  reported and skipped whole.
+
+Merge order is `(at|timestamp as UTC, event_id, path)`; an event with the
+same `(batch_id, event_id)` in both sources is shown once (the Store copy).
+Each merged event carries `source` ("store" or "jsonl") and `path`
+(`events/<batch>/<id>.json`, or `history/x.jsonl:12` for a JSONL line); a
+JSONL event stamped only `timestamp` also gets `at` (the same value) so
+readers can sort and render one field, and an event read from
+`events/batches/<id>.jsonl` without a `batch_id` gets that file's id.
+
+Writes — the contract's recommended history types (`HISTORY_EVENT_TYPES`)
+are ordinary events written through the Store with `record_event`; the
+batch stop signals have their own helpers (`request_stop`, `mark_stopped`).
+A stop request is an audit/control signal only: it never kills anything and
+never touches claims, heartbeats or manifests. (The contract's dashboard
+appends `batch.stop_requested` to `events/batches/<id>.jsonl`; we write it as
+an ordinary Store event instead so it reaches agents on every backend — the
+JSONL form is still read.)
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.events import record_event, write_event
+from agentcoordd.coord.common import text_field
+from agentcoordd.model import ids
+from agentcoordd.model.errors import UsageError
+from agentcoordd.model.timefmt import parse_ts
+from agentcoordd.store.base import InvalidRecord, StoreError
+from agentcoordd.store.cache import Malformed, Scan, scan
+
+# ---- vocabulary ------------------------------------------------------------
+
+STOP_REQUESTED = "batch.stop_requested"
+STOPPED = "batch.stopped"
+QA_TYPES = {
+    "qa.validation_requested": "requested",
+    "qa.validation_started": "in_progress",
+    "qa.validation_passed": "passed",
+    "qa.validation_failed": "failed",
+}
+HISTORY_EVENT_TYPES = (
+    "batch.created",
+    "lane.started",
+    "heartbeat",
+    "token_limit_pause",
+    "continued",
+    "blocked",
+    "ready",
+    "done",
+    *QA_TYPES,
+    STOP_REQUESTED,
+    STOPPED,
+)
+STOP_NOTICE = "agentcoord: batch {batch} has a stop request{detail}: finish the current safe checkpoint, write a final heartbeat/event and stop claiming new work for this batch"
+
+MAX_JSONL_BYTES = 64 * 1024 * 1024
+MAX_JSONL_LINE_BYTES = 1024 * 1024
+MAX_PROBLEMS = 200
+_decoder = msgspec.json.Decoder()
+
+
+def is_qa_event(event_type: object) -> bool:
+    """A QA or validation event (the contract: "a QA or validation event")."""
+    return isinstance(event_type, str) and (
+        event_type.startswith("qa.") or "validation" in event_type
+    )
+
+
+def qa_state(event_type: object) -> str:
+    """requested / in_progress / passed / failed from the type; other QA types: unknown."""
+    return QA_TYPES.get(event_type, "unknown") if isinstance(event_type, str) else "unknown"
+
+
+# ---- ordering ----------------------------------------------------------------
+
+
+def event_time(event: dict[str, Any]) -> str:
+    """`at`, else `timestamp`, as sortable UTC text; "" when neither parses."""
+    for name in ("at", "timestamp"):
+        moment = parse_ts(event.get(name))
+        if moment is not None:
+            return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return ""
+
+
+def history_key(event: dict[str, Any]) -> tuple[str, str, str]:
+    event_id = event.get("event_id")
+    return (event_time(event), event_id if isinstance(event_id, str) else "", str(event.get("path", "")))
+
+
+# ---- local JSON Lines history ---------------------------------------------------
+
+
+def local_root(store: Any) -> Path | None:
+    """The state root of a local store (LocalStore, CachingStore); None for remote ones."""
+    from agentcoordd.store.cache import CachingStore
+    from agentcoordd.store.local import LocalStore
+
+    if isinstance(store, (LocalStore, CachingStore)):
+        return Path(store.root)
+    return None
+
+
+@dataclass
+class JsonlHistory:
+    events: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[dict[str, Any]] = field(default_factory=list)  # {file, line?, reason}
+    files: list[str] = field(default_factory=list)
+
+
+_JSONL_CACHE: dict[str, tuple[tuple[int, int, int, int], list[dict[str, Any]], list[dict[str, Any]]]] = {}
+_JSONL_CACHE_LOCK = threading.Lock()
+_JSONL_CACHE_FILES = 512
+
+
+def _jsonl_files(root: Path, batch_id: str | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """Relative paths of the JSONL files in scope, and problems found listing them."""
+    problems: list[dict[str, Any]] = []
+    out: list[str] = []
+
+    def listing(rel_dir: str) -> list[str]:
+        full = root / rel_dir
+        try:
+            mode = os.lstat(full).st_mode
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            problems.append({"file": rel_dir, "reason": f"cannot inspect: {exc.strerror or exc}"})
+            return []
+        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+            problems.append({"file": rel_dir, "reason": "not a directory (symlinks are refused)"})
+            return []
+        try:
+            names = sorted(os.listdir(full))
+        except OSError as exc:
+            problems.append({"file": rel_dir, "reason": f"cannot list: {exc.strerror or exc}"})
+            return []
+        return [f"{rel_dir}/{n}" for n in names if n.endswith(".jsonl") and not n.startswith(".")]
+
+    out.extend(listing("events"))
+    out.extend(listing("history"))
+    if batch_id is None:
+        out.extend(listing("events/batches"))
+    else:
+        own = f"events/batches/{batch_id}.jsonl"
+        if own in listing("events/batches"):
+            out.append(own)
+    return out, problems
+
+
+def _parse_jsonl(raw: bytes, rel: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
+    problems: list[dict[str, Any]] = []
+    default_batch = None
+    if rel.startswith("events/batches/"):
+        default_batch = rel.rsplit("/", 1)[-1].removesuffix(".jsonl")
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        if len(line) > MAX_JSONL_LINE_BYTES:
+            problems.append({"file": rel, "line": number, "reason": "line too long"})
+            continue
+        try:
+            data = _decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            problems.append({"file": rel, "line": number, "reason": f"invalid JSON: {exc}"})
+            continue
+        if not isinstance(data, dict):
+            problems.append({"file": rel, "line": number, "reason": "not a JSON object"})
+            continue
+        if not event_time(data):
+            problems.append({"file": rel, "line": number, "reason": "no valid at/timestamp"})
+            continue
+        event = {k: v for k, v in data.items() if k != "schema_version" and v is not None}
+        if "at" not in event:
+            event["at"] = data["timestamp"]
+        if default_batch is not None:
+            event.setdefault("batch_id", default_batch)
+        event.setdefault("type", "unknown")
+        event["source"] = "jsonl"
+        event["path"] = f"{rel}:{number}"
+        events.append(event)
+    return events, problems
+
+
+def _read_jsonl_file(root: Path, rel: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    full = root / rel
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return [], []
+    except OSError as exc:
+        return [], [{"file": rel, "reason": f"cannot open (symlinks are refused): {exc.strerror or exc}"}]
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return [], [{"file": rel, "reason": "not a regular file"}]
+        if st.st_size > MAX_JSONL_BYTES:
+            return [], [{"file": rel, "reason": f"file too large ({st.st_size} bytes, limit {MAX_JSONL_BYTES})"}]
+        ident = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+        key = str(full)
+        with _JSONL_CACHE_LOCK:
+            hit = _JSONL_CACHE.get(key)
+        if hit is not None and hit[0] == ident:
+            return hit[1], hit[2]
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    except OSError as exc:
+        return [], [{"file": rel, "reason": f"cannot read: {exc.strerror or exc}"}]
+    finally:
+        os.close(fd)
+    events, problems = _parse_jsonl(b"".join(chunks), rel)
+    with _JSONL_CACHE_LOCK:
+        if len(_JSONL_CACHE) >= _JSONL_CACHE_FILES:
+            _JSONL_CACHE.pop(next(iter(_JSONL_CACHE)))
+        _JSONL_CACHE[key] = (ident, events, problems)
+    return events, problems
+
+
+def read_jsonl_history(root: str | os.PathLike[str], *, batch_id: str | None = None) -> JsonlHistory:
+    """Every JSONL history event under `root` (blocking; read-only).
+
+    With `batch_id`, only that batch's events: `events/batches/<id>.jsonl`
+    plus the lines of `events/*.jsonl` / `history/*.jsonl` naming it.
+    Returned events must not be mutated (they may be cached).
+    """
+    if batch_id is not None:
+        ids.batch_id(batch_id)
+    base = Path(root)
+    out = JsonlHistory()
+    files, out.problems = _jsonl_files(base, batch_id)
+    for rel in files:
+        events, problems = _read_jsonl_file(base, rel)
+        out.files.append(rel)
+        out.problems.extend(problems)
+        if batch_id is None:
+            out.events.extend(events)
+        else:
+            out.events.extend(e for e in events if e.get("batch_id") == batch_id)
+    if len(out.problems) > MAX_PROBLEMS:
+        dropped = len(out.problems) - MAX_PROBLEMS
+        out.problems = out.problems[:MAX_PROBLEMS] + [{"file": "*", "reason": f"{dropped} more problems not shown"}]
+    return out
+
+
+async def jsonl_history(ctx: Ctx, *, batch_id: str | None = None) -> JsonlHistory:
+    """`read_jsonl_history` for the ctx's store; empty for a remote store."""
+    root = local_root(ctx.store)
+    if root is None:
+        return JsonlHistory()
+    return await anyio.to_thread.run_sync(lambda: read_jsonl_history(root, batch_id=batch_id))
+
+
+# ---- Store events ---------------------------------------------------------------
+
+
+def _store_event(path: str, data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise Malformed("not a JSON object")
+    out = {k: v for k, v in data.items() if k != "schema_version" and v is not None}
+    if path.count("/") >= 2:
+        out.setdefault("batch_id", path.split("/")[1])
+    out.setdefault("type", "unknown")
+    out.setdefault("at", data.get("timestamp", "UNKNOWN"))
+    out["source"] = "store"
+    out["path"] = path
+    return out
+
+
+_SIGNAL_FIELDS = ("batch_id", "type", "event_id", "at", "timestamp", "repo", "target", "lane",
+                  "agent_id", "status", "message", "pr_url", "machine_id", "operator")
+
+
+def _signal_digest(path: str, data: Any) -> dict[str, Any]:
+    """A small per-event digest: identity and time for all, detail for signals."""
+    if not isinstance(data, dict):
+        raise Malformed("not a JSON object")
+    kind = data.get("type")
+    keep = _SIGNAL_FIELDS if is_qa_event(kind) or (isinstance(kind, str) and kind.startswith("batch.")) else ("batch_id", "type", "event_id", "at", "timestamp")
+    out = {k: data[k] for k in keep if data.get(k) is not None}
+    if path.count("/") >= 2:
+        out.setdefault("batch_id", path.split("/")[1])
+    out["path"] = path
+    out["source"] = "store"
+    return out
+
+
+@dataclass
+class History:
+    events: list[dict[str, Any]]
+    unreadable: list[tuple[str, str]]
+    problems: list[dict[str, Any]]
+    partial: bool = False
+    error: str | None = None
+
+
+def merge(store_events: list[dict[str, Any]], jsonl_events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One chronology by (at|timestamp, event_id, path); store copies win duplicates."""
+    seen = {(e.get("batch_id"), e.get("event_id")) for e in store_events if e.get("event_id")}
+    merged = list(store_events)
+    merged.extend(
+        e for e in jsonl_events
+        if not e.get("event_id") or (e.get("batch_id"), e.get("event_id")) not in seen
+    )
+    merged.sort(key=history_key)
+    return merged
+
+
+async def _collect(ctx: Ctx, batch_id: str | None, digest: Any, name: str) -> History:
+    prefix = ids.events_prefix(batch_id) if batch_id is not None else "events"
+    error = None
+    try:
+        result: Scan[Any] = await scan(ctx.store, prefix, digest, name)
+    except StoreError as exc:
+        result, error = Scan(), f"{prefix} not readable: {exc.message}"
+    local = await jsonl_history(ctx, batch_id=batch_id)
+    jsonl = local.events
+    if digest is _signal_digest:
+        jsonl = [_signal_digest(e["path"], e) | {"source": "jsonl"} for e in jsonl]
+    events = merge([row for _, row in result.rows], jsonl)
+    return History(events, list(result.unreadable), local.problems, result.partial, error)
+
+
+async def history(ctx: Ctx, *, batch_id: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    """The merged history (all batches, or one), oldest first; `limit` keeps the newest.
+
+    Payload: events, problems (malformed JSONL lines: file, line, reason),
+    unreadable (store records), partial, and exit_code (0, or 2 when the
+    store listing failed or a record was unreadable).
+    """
+    if batch_id is not None:
+        ids.batch_id(batch_id)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise UsageError(f"--limit must be a non-negative number: {limit}")
+    found = await _collect(ctx, batch_id, _store_event, "telemetry.history")
+    events = found.events
+    omitted = 0
+    if limit is not None and len(events) > limit:
+        omitted = len(events) - limit
+        events = events[omitted:] if limit else []
+    for problem in found.problems:
+        ctx.warn(_problem_text(problem))
+    unknown = found.error is not None or bool(found.unreadable)
+    return {
+        "scope": {"kind": "batch", "batch_id": batch_id} if batch_id else {"kind": "all"},
+        "events": events,
+        "omitted": omitted,
+        "problems": found.problems,
+        "unreadable": [{"path": p, "reason": r} for p, r in found.unreadable],
+        "partial": found.partial,
+        "error": found.error,
+        "exit_code": 2 if unknown else 0,
+    }
+
+
+async def signal_events(ctx: Ctx, *, batch_id: str | None = None) -> History:
+    """Every event as a small digest (full detail for qa.* and batch.* events), merged."""
+    return await _collect(ctx, batch_id, _signal_digest, "telemetry.signals")
+
+
+def _problem_text(problem: dict[str, Any]) -> str:
+    where = problem["file"] + (f":{problem['line']}" if "line" in problem else "")
+    return f"history {where}: {problem['reason']} (skipped)"
+
+
+# ---- QA ------------------------------------------------------------------------
+
+
+def latest_qa(events: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(repo, target) -> the latest QA event for it (events already in history order)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for event in events:
+        if not is_qa_event(event.get("type")):
+            continue
+        repo, target = event.get("repo"), event.get("target")
+        if isinstance(repo, str) and target is not None:
+            out[(repo, str(target))] = event
+    return out
+
+
+def qa_view(event: dict[str, Any] | None) -> dict[str, Any]:
+    """The displayed QA status: missing without an event, else from the latest one."""
+    if event is None:
+        return {"qa": "missing"}
+    view = {"qa": qa_state(event.get("type")), "qa_event": event.get("type"), "qa_at": event.get("at") or event.get("timestamp")}
+    if event.get("message"):
+        view["qa_message"] = event["message"]
+    return view
+
+
+# ---- stop requests ----------------------------------------------------------------
+
+
+def stop_summary(events: list[dict[str, Any]], batch_id: str) -> dict[str, Any]:
+    """A batch's stop state from its events (in history order)."""
+    state: dict[str, Any] = {"batch_id": batch_id, "stop_requested": False, "stopped": False}
+    for event in events:
+        if event.get("batch_id") != batch_id:
+            continue
+        kind = event.get("type")
+        if kind == STOP_REQUESTED:
+            state.update(stop_requested=True, requested_at=event.get("at") or event.get("timestamp"))
+            state["message"] = event.get("message")
+            if event.get("machine_id"):
+                state["requested_by_machine"] = event["machine_id"]
+        elif kind == STOPPED:
+            state.update(stopped=True, stopped_at=event.get("at") or event.get("timestamp"))
+    return {k: v for k, v in state.items() if v is not None}
+
+
+def _stop_digest(path: str, data: Any) -> dict[str, Any] | None:
+    if not isinstance(data, dict):
+        raise Malformed("not a JSON object")
+    if data.get("type") not in (STOP_REQUESTED, STOPPED):
+        return None
+    return {k: data[k] for k in ("batch_id", "type", "event_id", "at", "timestamp", "message", "machine_id") if data.get(k) is not None} | {"path": path}
+
+
+async def stop_state(ctx: Ctx, batch_id: str) -> dict[str, Any]:
+    """stop_requested / stopped (+ requested_at, message, stopped_at) of one batch.
+
+    Cheap: lists `events/<batch>/` only (digests cached by a CachingStore) and,
+    on a local root, the one file `events/batches/<batch>.jsonl`. An
+    unreadable record or listing is not a stop request (reported as `error`).
+    """
+    ids.batch_id(batch_id)
+    error = None
+    try:
+        found = await scan(ctx.store, ids.events_prefix(batch_id), _stop_digest, "telemetry.stop")
+        rows = [row for _, row in found.rows if row is not None]
+    except StoreError as exc:
+        rows, error = [], exc.message
+    root = local_root(ctx.store)
+    if root is not None:
+        rel = f"events/batches/{batch_id}.jsonl"
+        if os.path.lexists(root / rel):
+            events, _ = await anyio.to_thread.run_sync(_read_jsonl_file, root, rel)
+            rows.extend(e for e in events if e.get("type") in (STOP_REQUESTED, STOPPED))
+    for row in rows:
+        row.setdefault("batch_id", batch_id)
+    rows.sort(key=history_key)
+    state = stop_summary(rows, batch_id)
+    if error:
+        state["error"] = error
+    return state
+
+
+async def stop_requested(ctx: Ctx, batch_id: str) -> bool:
+    """True when a batch.stop_requested event exists for the batch (see stop_state)."""
+    return bool((await stop_state(ctx, batch_id))["stop_requested"])
+
+
+def stop_notice(state: dict[str, Any]) -> str | None:
+    """The one-line stderr notice for a ctl call on a lane of a stop-requested batch."""
+    if not state.get("stop_requested"):
+        return None
+    message = state.get("message")
+    detail = f" ({message})" if message else ""
+    if state.get("requested_at"):
+        detail = f" at {state['requested_at']}{detail}"
+    return STOP_NOTICE.format(batch=state["batch_id"], detail=detail)
+
+
+async def _batch_repo(ctx: Ctx, batch_id: str) -> str | None:
+    try:
+        current = await ctx.store.get(ids.batch_path(batch_id))
+    except (InvalidRecord, StoreError):
+        return None
+    if current is None or not isinstance(current.data, dict):
+        return None
+    repo = current.data.get("repo")
+    return repo if isinstance(repo, str) and repo else None
+
+
+async def _batch_signal(ctx: Ctx, batch_id: str, event_type: str, status: str,
+                        message: str | None) -> dict[str, Any]:
+    ids.batch_id(batch_id)
+    text_field("message", message)
+    fields: dict[str, Any] = {"type": event_type, "status": status}
+    repo = await _batch_repo(ctx, batch_id)
+    if repo is not None:
+        fields["repo"] = repo
+    else:
+        ctx.warn(f"batch {batch_id} has no readable retained manifest; recording {event_type} anyway")
+    if message is not None:
+        fields["message"] = message
+    written = await write_event(ctx, batch_id, fields)
+    return {"action": "recorded", "batch_id": batch_id, **written}
+
+
+async def request_stop(ctx: Ctx, *, batch_id: str, message: str | None = None) -> dict[str, Any]:
+    """`batch stop`: append batch.stop_requested (status stop_requested). Nothing else."""
+    return await _batch_signal(ctx, batch_id, STOP_REQUESTED, "stop_requested", message)
+
+
+async def mark_stopped(ctx: Ctx, *, batch_id: str, message: str | None = None) -> dict[str, Any]:
+    """`batch stopped`: append batch.stopped (status stopped). Nothing else."""
+    return await _batch_signal(ctx, batch_id, STOPPED, "stopped", message)
+
+
+async def record_history_event(ctx: Ctx, *, batch_id: str, type: str, **kwargs: Any) -> dict[str, Any]:
+    """One of the contract's recommended history types, as an ordinary Store event.
+
+    `kwargs` are `record_event`'s (lane, agent_id, repo, target, branch,
+    status, message, meta). Other types go through `record_event` directly.
+    """
+    if type not in HISTORY_EVENT_TYPES:
+        raise UsageError(
+            f"not a recommended history event type: {type} (one of {', '.join(HISTORY_EVENT_TYPES)})"
+        )
+    if type in (STOP_REQUESTED, STOPPED):
+        helper = request_stop if type == STOP_REQUESTED else mark_stopped
+        extra = set(kwargs) - {"message"}
+        if extra:
+            raise UsageError(f"{type} takes only --message (got {', '.join(sorted(extra))})")
+        return await helper(ctx, batch_id=batch_id, message=kwargs.get("message"))
+    return await record_event(ctx, batch_id=batch_id, type=type, **kwargs)
+
+
+async def wait_until_stop_requested(
+    ctx: Ctx, batch_id: str, *, poll_seconds: float = 5.0, timeout: float | None = None,
+    sleep: Any = anyio.sleep,
+) -> dict[str, Any]:
+    """`wait --until-stop-requested`: poll stop_state until a request appears.
+
+    Returns the stop state plus exit_code 0, or exit_code 2 with
+    `timed_out: true` when `timeout` seconds of polling passed first.
+    """
+    ids.batch_id(batch_id)
+    waited = 0.0
+    while True:
+        state = await stop_state(ctx, batch_id)
+        if state["stop_requested"]:
+            return {**state, "exit_code": 0}
+        if timeout is not None and waited >= timeout:
+            return {**state, "timed_out": True, "exit_code": 2}
+        step = poll_seconds if timeout is None else max(min(poll_seconds, timeout - waited), 0.0)
+        await sleep(step)
+        waited += step
+
