@@ -4,7 +4,9 @@ daemon and prints its answer."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
@@ -111,15 +113,48 @@ def fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+class ProgressPrinter:
+    """Progress of long commands on stderr: a redrawn line on a TTY, plain lines
+    otherwise — and nothing for a command that finishes within a second."""
+
+    QUIET_SECONDS = 1.0
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        try:  # AGENT_COORD_PROGRESS_AFTER=0 shows every frame (tests, debugging)
+            self.quiet = float(os.environ.get("AGENT_COORD_PROGRESS_AFTER", self.QUIET_SECONDS))
+        except ValueError:
+            self.quiet = self.QUIET_SECONDS
+        self.tty = sys.stderr.isatty()
+        self.drawn = False
+
+    def __call__(self, frame: p.Progress) -> None:
+        if not frame.message or time.monotonic() - self.started < self.quiet:
+            return
+        if self.tty:
+            sys.stderr.write("\r\x1b[2K" + frame.message[:200])
+            sys.stderr.flush()
+            self.drawn = True
+        else:
+            eprint(frame.message)
+
+    def close(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+
+
 def send(message: Any, *, autostart: bool = True, path: str | None = None) -> p.Response:
     message.caller = client.caller()
+    progress = ProgressPrinter()
     try:
         response, _welcome = client.request(
-            message, timeout=Globals.timeout, autostart=autostart, path=path,
-            on_progress=lambda frame: eprint(frame.message) if frame.message else None,
+            message, timeout=Globals.timeout, autostart=autostart, path=path, on_progress=progress,
         )
     except client.ClientError as exc:
         raise fail(exc.message, exc.exit_code) from None
+    finally:
+        progress.close()
     return response
 
 
