@@ -20,7 +20,7 @@ import datetime as dt
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -40,7 +40,8 @@ from agentcoordd.model.records import (
 )
 from agentcoordd.model.status import is_terminal
 from agentcoordd.model.timefmt import format_ts, parse_ts
-from agentcoordd.store.base import Conflict, Entry, NotFound, list_all
+from agentcoordd.store.base import Conflict, NotFound
+from agentcoordd.store.cache import Malformed, scan
 
 DEFAULT_HOT_DAYS = 7
 DEFAULT_ARCHIVE_DAYS = 30
@@ -66,9 +67,12 @@ class Action:
     eligible_at: str
     source_path: str | None = None
     source_paths: list[str] | None = None
-    # execution inputs (not shown): the envelope and the versions to guard
+    # execution inputs (not shown): the envelope, its preflight size, and the
+    # content hash of every source as planned (re-checked before any delete)
     envelope: dict[str, Any] | None = None
-    guards: dict[str, str] = field(default_factory=dict)
+    size: int = 0
+    expected: dict[str, str] = field(default_factory=dict)
+    retained: list[str] = field(default_factory=list)
 
     def public(self) -> dict[str, Any]:
         shown: dict[str, Any] = {
@@ -93,8 +97,70 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(_canonical(value)).hexdigest()[:16]
 
 
+def _archive_path(path: str) -> str:
+    """archive/<path> for a path the store listed (already validated): only the
+    archive length rule can still fail."""
+    archived = f"archive/{path}"
+    if len(archived.encode("utf-8")) > ids.MAX_ARCHIVE_PATH_BYTES:
+        raise OperationalError(f"gc: archive path too long for {path}")
+    return archived
+
+
+def _content(data: Any) -> str:
+    return hashlib.sha256(_canonical(data)).hexdigest()[:32]
+
+
 def _days(n: int) -> dt.timedelta:
     return dt.timedelta(days=n)
+
+
+class EventFacts(NamedTuple):
+    """What planning needs of one event; cached per file, so a warm plan over
+    100,000 events never re-parses them."""
+
+    type: str | None
+    lane: str | None
+    repo: str | None
+    target: str | None
+    at: str | None
+    synthetic: bool
+    phase: str | None
+    closes_lane: bool  # a valid lane_closed naming its lane
+    problem: str | None  # why it is not a valid record of its family
+    size: int  # canonical JSON length, for the envelope preflight
+    content: str  # content hash, for the generation digest and change checks
+
+
+def event_facts(path: str, data: Any) -> EventFacts:
+    if not isinstance(data, dict):
+        raise Malformed("not a JSON object")
+    closing = data.get("type") == "lane_closed"
+    problem = None
+    try:
+        record = load(LaneClosed if closing else Event, data, path)
+    except OperationalError as exc:
+        problem, record = exc.message, None
+    version = data.get("schema_version")
+    if problem is None and version not in (1, 2):
+        problem = f"gc: {path} has schema_version {version}, newer than this tool; upgrade"
+    encoded = _canonical(data)
+
+    def text(name: str) -> str | None:
+        value = data.get(name)
+        return value if isinstance(value, str) else None
+
+    return EventFacts(
+        text("type"), text("lane"), text("repo"), text("target"), text("at"),
+        data.get("synthetic") is True, text("phase"),
+        closing and record is not None and bool(getattr(record, "lane", None)),
+        problem, len(encoded), hashlib.sha256(encoded).hexdigest()[:32],
+    )
+
+
+def whole_record(path: str, data: Any) -> Any:
+    if not isinstance(data, dict):
+        raise Malformed("not a JSON object")
+    return data
 
 
 class _Planner:
@@ -122,125 +188,121 @@ class _Planner:
             "data": data,
         }
 
-    def _archive(self, entry: Entry, reason: str, eligible: dt.datetime) -> None:
-        if not self._due(eligible, entry.data.get("synthetic") is True):
+    def _archive(self, path: str, data: dict[str, Any], reason: str, eligible: dt.datetime) -> None:
+        if not self._due(eligible, data.get("synthetic") is True):
             return
+        envelope = self._envelope(path, data, reason)
         self.actions.append(
             Action(
                 "archive",
                 reason,
-                ids.archive_path(entry.path),
+                _archive_path(path),
                 format_ts(eligible),
-                source_path=entry.path,
-                envelope=self._envelope(entry.path, entry.data, reason),
-                guards={entry.path: entry.version},
+                source_path=path,
+                envelope=envelope,
+                size=len(_canonical(envelope)),
+                expected={path: _content(data)},
             )
         )
 
     # ---- hot families ------------------------------------------------------
 
-    def claim(self, entry: Entry) -> None:
-        raw = entry.data
-        if not isinstance(raw, dict) or raw.get("status") != "released":
-            return  # active, unknown or non-object records stay hot, untouched
-        record = self._strict(Claim, entry)
+    def claim(self, path: str, raw: dict[str, Any]) -> None:
+        if raw.get("status") != "released":
+            return  # active or unknown records stay hot, untouched
+        record = self._strict(Claim, path, raw)
         eligible = parse_ts(record.released_at) or parse_ts(record.updated_at)
         if eligible is None:
-            raise OperationalError(f"gc: unreadable release time in {entry.path}")
-        self._archive(entry, "terminal_claim", eligible)
+            raise OperationalError(f"gc: unreadable release time in {path}")
+        self._archive(path, raw, "terminal_claim", eligible)
 
-    def heartbeat(self, entry: Entry) -> None:
-        beat = try_load(Heartbeat, entry.data)
+    def heartbeat(self, path: str, raw: dict[str, Any]) -> None:
+        beat = try_load(Heartbeat, raw)
         if beat is None:
             return
         updated, expires = parse_ts(beat.updated_at), parse_ts(beat.expires_at)
         if updated is None or expires is None:
             return
         if is_terminal(beat.status):
-            self._strict(Heartbeat, entry)
-            self._archive(entry, "terminal_heartbeat", updated)
+            self._strict(Heartbeat, path, raw)
+            self._archive(path, raw, "terminal_heartbeat", updated)
         elif liveness(beat.updated_at, beat.expires_at, self.now) == "dead":
             ttl = max(expires - updated, dt.timedelta(0))
-            self._archive(entry, "dead_heartbeat", updated + DEAD_AFTER_TTL_MULTIPLIER * ttl)
+            self._archive(path, raw, "dead_heartbeat", updated + DEAD_AFTER_TTL_MULTIPLIER * ttl)
 
-    def batch(self, entry: Entry) -> None:
-        raw = entry.data
-        if not isinstance(raw, dict) or raw.get("status") != "completed":
+    def batch(self, path: str, raw: dict[str, Any]) -> None:
+        if raw.get("status") != "completed":
             return
-        record = self._strict(Batch, entry)
+        record = self._strict(Batch, path, raw)
         eligible = parse_ts(record.completed_at) or parse_ts(record.updated_at)
         if eligible is None:
-            raise OperationalError(f"gc: unreadable completion time in {entry.path}")
-        self._archive(entry, "completed_batch", eligible)
+            raise OperationalError(f"gc: unreadable completion time in {path}")
+        self._archive(path, raw, "completed_batch", eligible)
 
-    def _strict(self, cls: type, entry: Entry) -> Any:
+    @staticmethod
+    def _strict(cls: type, path: str, raw: dict[str, Any]) -> Any:
         """An eligible record must be valid and of a schema version we know."""
-        record = load(cls, entry.data, entry.path)
-        version = entry.data.get("schema_version")
+        record = load(cls, raw, path)
+        version = raw.get("schema_version")
         if version is not None and version not in (1, 2):
             raise OperationalError(
-                f"gc: {entry.path} has schema_version {version}, newer than this tool; upgrade"
+                f"gc: {path} has schema_version {version}, newer than this tool; upgrade"
             )
         return record
 
     # ---- events ------------------------------------------------------------
 
-    def events(self, entries: list[Entry]) -> None:
-        by_batch: dict[str, list[Entry]] = {}
-        for entry in entries:
-            parts = entry.path.split("/")
+    def events(self, rows: list[tuple[str, EventFacts]]) -> None:
+        by_batch: dict[str, list[tuple[str, EventFacts]]] = {}
+        for path, facts in rows:
+            parts = path.split("/")
             if len(parts) == 3:
-                by_batch.setdefault(parts[1], []).append(entry)
-        for batch_dir, batch_entries in sorted(by_batch.items()):
-            self._batch_events(batch_dir, batch_entries)
+                by_batch.setdefault(parts[1], []).append((path, facts))
+        for batch_dir, members in sorted(by_batch.items()):
+            self._batch_events(batch_dir, members)
 
-    def _batch_events(self, batch_dir: str, entries: list[Entry]) -> None:
-        terminal_lanes: set[tuple[str | None, str | None, str | None]] = set()
-        for entry in entries:
-            data = entry.data
-            if isinstance(data, dict) and data.get("type") == "lane_closed":
-                closed = try_load(LaneClosed, data)
-                if closed is not None and closed.lane:
-                    terminal_lanes.add((closed.lane, closed.repo, closed.target))
-        groups: dict[tuple[str | None, str | None, str | None], list[Entry]] = {}
-        for entry in entries:
-            data = entry.data
-            if not isinstance(data, dict):
-                continue
-            repo, target, lane = data.get("repo"), data.get("target"), data.get("lane")
-            if lane is None:
-                matches = [k for k in terminal_lanes if k[1] == repo and k[2] == target]
-                key = matches[0] if len(matches) == 1 else (None, repo, target)
+    def _batch_events(self, batch_dir: str, rows: list[tuple[str, EventFacts]]) -> None:
+        terminal_lanes = {(f.lane, f.repo, f.target) for _, f in rows if f.closes_lane}
+        by_target: dict[tuple[str | None, str | None], list[tuple]] = {}
+        for lane_key in terminal_lanes:
+            by_target.setdefault(lane_key[1:], []).append(lane_key)
+        groups: dict[tuple[str | None, str | None, str | None], list[tuple[str, EventFacts]]] = {}
+        for path, facts in rows:
+            if facts.lane is None:
+                matches = by_target.get((facts.repo, facts.target), [])
+                key = matches[0] if len(matches) == 1 else (None, facts.repo, facts.target)
             else:
-                key = (lane, repo, target)
-            groups.setdefault(key, []).append(entry)
+                key = (facts.lane, facts.repo, facts.target)
+            groups.setdefault(key, []).append((path, facts))
         for key, members in sorted(groups.items(), key=lambda kv: str(kv[0])):
             self._group(batch_dir, key, members, key in terminal_lanes)
 
-    def _group(self, batch_dir: str, key: tuple, members: list[Entry], terminal: bool) -> None:
+    def _group(self, batch_dir: str, key: tuple, members: list[tuple[str, EventFacts]], terminal: bool) -> None:
         lane, repo, target = key
-        synthetic = all(m.data.get("synthetic") is True for m in members)
+        synthetic = all(f.synthetic for _, f in members)
         if not terminal and not (synthetic and any(key)):
             return  # non-synthetic orphans and metadata-less legacy events stay
         times = []
-        for member in members:
-            moment = parse_ts(member.data.get("at"))
+        for path, facts in members:
+            moment = parse_ts(facts.at)
             if moment is None:
                 if terminal:
-                    raise OperationalError(f"gc: event without a readable `at`: {member.path}")
+                    raise OperationalError(f"gc: event without a readable `at`: {path}")
                 return
             times.append(moment)
         if not all(self._due(t, synthetic) for t in times):
             return  # a generation waits until every source event passed its window
-        for member in members:
-            family = LaneClosed if member.data.get("type") == "lane_closed" else Event
-            self._strict(family, member)
-        ordered = sorted(zip(times, members), key=lambda tm: (tm[0], tm[1].path))
+        for path, facts in members:
+            if facts.problem is not None:
+                raise OperationalError(facts.problem if facts.problem.startswith("gc:") else facts.problem)
+        ordered = sorted(zip(times, members), key=lambda tm: (tm[0], tm[1][0]))
         identity = {k: v for k, v in (("lane", lane), ("repo", repo), ("target", target)) if v is not None}
-        sources = sorted(m.path for m in members)
-        generation = _digest([[m.path, m.data] for m in sorted(members, key=lambda m: m.path)])
+        sources = sorted(path for path, _ in members)
+        contents = {path: facts.content for path, facts in members}
+        generation = _digest([[path, contents[path]] for path in sources])
         path = f"archive/events/{batch_dir}/compact-{_digest(identity)}-{generation}.json"
         reason = "terminal_target_events" if terminal else "synthetic_orphan_events"
+        retained = _retained([(p, f) for _, (p, f) in ordered])
         envelope = {
             "schema_version": ARCHIVE_SCHEMA_VERSION,
             "record_family": "compacted_events",
@@ -249,8 +311,10 @@ class _Planner:
             "synthetic": synthetic,
             "archived_at": self.archived_at,
             "delete_after": self.delete_after,
-            "records": _retained([m.data for _, m in ordered]),
+            "records": [],  # filled from the sources at execute time
         }
+        sizes = [f.size for _, f in retained]
+        size = len(_canonical(envelope)) + sum(sizes) + max(len(sizes) - 1, 0)
         self.actions.append(
             Action(
                 "compact",
@@ -259,42 +323,42 @@ class _Planner:
                 format_ts(max(times)),
                 source_paths=sources,
                 envelope=envelope,
-                guards={m.path: m.version for m in members},
+                size=size,
+                expected=contents,
+                retained=[p for p, _ in retained],
             )
         )
 
     # ---- archive expiry ------------------------------------------------------
 
-    def expiry(self, entry: Entry) -> None:
-        data = entry.data
-        if not isinstance(data, dict):
-            return
+    def expiry(self, path: str, data: dict[str, Any]) -> None:
         expires = parse_ts(data.get("delete_after"))
         if expires is None or self.now < expires:
             return
+        source = data.get("source_path")
         self.actions.append(
             Action(
                 "expire",
                 "archive_expired",
-                entry.path,
+                path,
                 format_ts(expires),
-                source_path=data.get("source_path") if isinstance(data.get("source_path"), str) else None,
-                guards={entry.path: entry.version},
+                source_path=source if isinstance(source, str) else None,
+                expected={path: _content(data)},
             )
         )
 
 
-def _retained(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _retained(events: list[tuple[str, EventFacts]]) -> list[tuple[str, EventFacts]]:
     """First, last, every terminal event and real phase transitions."""
-    kept: list[dict[str, Any]] = []
+    kept: list[tuple[str, EventFacts]] = []
     phase = None
-    for index, event in enumerate(events):
-        current = event.get("phase")
+    for index, (path, facts) in enumerate(events):
+        current = facts.phase
         transition = current is not None and phase is not None and current != phase
         if current is not None:
             phase = current
-        if index in (0, len(events) - 1) or event.get("type") == "lane_closed" or transition:
-            kept.append(event)
+        if index in (0, len(events) - 1) or facts.type == "lane_closed" or transition:
+            kept.append((path, facts))
     return kept
 
 
@@ -324,25 +388,28 @@ async def gc(
     planner = _Planner(ctx, policy, ctx.clock.now())
     visit = {"claims": planner.claim, "heartbeats": planner.heartbeat, "batches": planner.batch}
     for prefix in [p for p in HOT_PREFIXES if p in selected] + ["archive"]:
-        page = await list_all(ctx.store, prefix)
-        if page.partial:
+        digest, name = (event_facts, "gc-events") if prefix == "events" else (whole_record, "record")
+        found = await scan(ctx.store, prefix, digest, name)
+        if found.partial:
             raise OperationalError(
                 f"gc: the listing of {prefix}/ was filtered by this token's scope; "
                 "gc needs read coverage of every selected prefix and archive/"
             )
+        for path, reason in found.unreadable:
+            ctx.warn(f"gc: {path} is not a readable record ({reason}); left untouched")
         if progress:
-            progress(f"scanned {prefix}", len(page.entries), len(page.entries))
+            progress(f"scanned {prefix}", len(found.rows), len(found.rows))
         if prefix == "events":
-            planner.events(page.entries)
+            planner.events(found.rows)
         elif prefix == "archive":
-            for entry in page.entries:
-                planner.expiry(entry)
+            for path, data in found.rows:
+                planner.expiry(path, data)
         else:
-            for entry in page.entries:
-                visit[prefix](entry)
+            for path, data in found.rows:
+                visit[prefix](path, data)
     actions = sorted(planner.actions, key=lambda a: (a.action == "expire", a.archive_path))
     for action in actions:  # the same preflight for dry-run and execute
-        if action.envelope is not None and len(_canonical(action.envelope)) > ENVELOPE_CAP_BYTES:
+        if action.size > ENVELOPE_CAP_BYTES:
             raise OperationalError(
                 f"gc: archive envelope {action.archive_path} would exceed the 1 MiB cap; "
                 "split or reduce the source history before retrying"
@@ -365,17 +432,39 @@ async def gc(
 
 
 async def _apply(ctx: Ctx, action: Action) -> None:
-    """Copy before delete; every delete is guarded by the planned version."""
+    """Copy before delete; every delete is guarded by the version read here.
+
+    Each source is re-read first: content that changed since planning is left
+    alone (it is no longer what the plan archived), and the delete's CAS guard
+    protects against a change between this read and the delete.
+    """
     store = ctx.store
+    versions: dict[str, str] = {}
+    records: dict[str, Any] = {}
+    for path, content in action.expected.items():
+        current = await store.get(path)
+        if current is None:
+            if action.action == "compact" and path not in action.retained:
+                continue  # a source a previous, interrupted run already deleted
+            ctx.warn(f"gc: {path} disappeared after planning; skipped {action.archive_path}")
+            return
+        if _content(current.data) != content:
+            ctx.warn(f"gc: {path} changed after planning; kept (CAS)")
+            return
+        versions[path] = current.version
+        records[path] = current.data
     if action.envelope is not None:
+        envelope = dict(action.envelope)
+        if action.action == "compact":
+            envelope["records"] = [records[p] for p in action.retained]
         try:
-            await store.create(action.archive_path, action.envelope)
+            await store.create(action.archive_path, envelope)
         except Conflict:
             existing = await store.get(action.archive_path)
-            if existing is None or not _same_archive(existing.data, action.envelope):
+            if existing is None or not _same_archive(existing.data, envelope):
                 ctx.warn(f"gc: {action.archive_path} already holds a different record; source kept hot")
                 return
-    for path, version in action.guards.items():
+    for path, version in versions.items():
         try:
             await store.delete(path, version)
         except NotFound:
