@@ -12,6 +12,9 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
 
 COMMANDS = ("agentcoordctl", "agent-coord")
 PROFILE_MARKER = "# added by agentcoordctl bootstrap"
@@ -74,3 +77,29 @@ def bootstrap(
             fh.write(("\n" if existing and not existing.endswith("\n") else "") + f"{PROFILE_MARKER}\n{line}\n")
         say(f"appended PATH line to {profile_path}; open a new shell or run: {line}")
     return 0
+
+
+# ---- the command -------------------------------------------------------------------
+
+
+def register(app: Any) -> None:
+    app.command("bootstrap")(bootstrap_command)
+
+
+def bootstrap_command(
+    install_dir: Annotated[Optional[Path], typer.Option(
+        "--install-dir", metavar="PATH", help="Where the commands go (default ~/.local/bin).")] = None,
+    profile: Annotated[Optional[Path], typer.Option(
+        "--profile", metavar="PATH", help="Shell profile to extend (default: by $SHELL).")] = None,
+    no_profile: Annotated[bool, typer.Option("--no-profile", help="Do not touch any shell profile.")] = False,
+) -> None:
+    """Put agentcoordctl and the `agent-coord` compatibility command on PATH (idempotent)."""
+    try:
+        program = installed_program()
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    code = bootstrap(home=Path(os.path.expanduser("~")), install_dir=install_dir, profile=profile,
+                     no_profile=no_profile, program=program, shell=os.environ.get("SHELL"),
+                     say=lambda line: print(line, flush=True))
+    raise typer.Exit(code)

@@ -6,8 +6,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from agentcoordctl import render
+from agentcoordctl import lanes, render
+from agentcoordctl.lanes import HeartbeatTtl, IdleTimeout, KeepAliveFlag, RenewEvery, WatchPid
 from agentcoordctl.options import (
+    Json,
     AgentId, ApiUrl, BatchId, Branch, ChatHandle, DashboardUrl, EtcdEndpoints, Generation, Host,
     InstanceId, LegacyBackend, Operator, Phase, PrUrl, Repo, StateRoot, Synthetic, SyntheticKind,
     Target, ThreadHandle, Ttl, metadata, run, selection,
@@ -29,16 +31,21 @@ def claim(
     synthetic: Synthetic = False, synthetic_kind: SyntheticKind = None,
     state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
     backend: LegacyBackend = None,
+    json: Json = False,
+    keep_alive: KeepAliveFlag = False, renew_every: RenewEvery = None, watch_pid: WatchPid = None,
+    idle_timeout: IdleTimeout = None, heartbeat_ttl: HeartbeatTtl = None,
 ) -> None:
     """Acquire or renew the lease on ISSUE_OR_PR (exit 3 while another holder is live or stale)."""
+    ka = lanes.keep_alive(keep_alive, renew_every=renew_every, watch_pid=watch_pid,
+                          idle_timeout=idle_timeout, heartbeat_ttl=heartbeat_ttl)
     meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
                     dashboard_url=dashboard_url, operator=operator, phase=phase,
                     generation=generation, instance_id=instance_id, synthetic=synthetic,
                     synthetic_kind=synthetic_kind)
     run(p.Claim(agent_id=agent_id, repo=repo, target=target, batch_id=batch_id, branch=branch,
-                ttl=ttl, meta=meta,
+                ttl=ttl, meta=meta, keep_alive=ka,
                 selection=selection(state_root, api_url, etcd_endpoints, backend)),
-        text=render.claim)
+        as_json=json, text=render.claim)
 
 
 Terminal = Annotated[Optional[str], typer.Option(
@@ -66,6 +73,7 @@ def release(
     synthetic: Synthetic = False, synthetic_kind: SyntheticKind = None,
     state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
     backend: LegacyBackend = None,
+    json: Json = False,
 ) -> None:
     """Release your claim on ISSUE_OR_PR: plain, structured handoff, or terminal closeout."""
     meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
@@ -76,4 +84,4 @@ def release(
                   handoff_note=handoff_note, terminal=terminal, pr_state=pr_state,
                   evidence_url=evidence_url, workspace=workspace,
                   selection=selection(state_root, api_url, etcd_endpoints, backend)),
-        text=render.release)
+        as_json=json, text=render.release)

@@ -27,11 +27,21 @@ COMMANDS = {
     "record-event": "agentcoordctl.events",
     "status": "agentcoordctl.status",
     "batch-audit": "agentcoordctl.batches",
+    "batch": "agentcoordctl.batchctl",
+    "health": "agentcoordctl.health",
+    "dashboard": "agentcoordctl.dashboard",
     "version": "agentcoordctl.info",
     "config": "agentcoordctl.info",
     "daemon": "agentcoordctl.daemonctl",
     "gc": "agentcoordctl.gc",
+    "doctor": "agentcoordctl.doctor",
+    "token": "agentcoordctl.tokens",
     "demo": "agentcoordctl.demo",
+    "lanes": "agentcoordctl.lanes",
+    "run": "agentcoordctl.runcmd",
+    "wait": "agentcoordctl.wait",
+    "service": "agentcoordctl.service",
+    "bootstrap": "agentcoordctl.bootstrap",
 }
 GLOBAL_OPTIONS_WITH_VALUE = ("--timeout",)
 

@@ -9,6 +9,7 @@ import typer
 from agentcoordctl import render
 from agentcoordctl.claims import EvidenceUrl, PrState, Terminal, Workspace
 from agentcoordctl.options import (
+    Json,
     ApiUrl, Branch, ChatHandle, DashboardUrl, EtcdEndpoints, Generation, Host, InstanceId,
     LegacyBackend, Operator, OptAgentId, OptRepo, OptTarget, Phase, PrUrl, StateRoot, Synthetic,
     SyntheticKind, ThreadHandle, metadata, run, selection,
@@ -54,6 +55,7 @@ def record_event(
     synthetic: Synthetic = False, synthetic_kind: SyntheticKind = None,
     state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
     backend: LegacyBackend = None,
+    json: Json = False,
 ) -> None:
     """Append an immutable event under events/<batch-id>/ (lane_closed: create-only)."""
     meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
@@ -68,4 +70,4 @@ def record_event(
                       typed=typed, terminal=terminal, pr_state=pr_state, evidence_url=evidence_url,
                       workspace=workspace,
                       selection=selection(state_root, api_url, etcd_endpoints, backend)),
-        text=render.record_event)
+        as_json=json, text=render.record_event)

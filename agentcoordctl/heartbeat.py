@@ -6,8 +6,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from agentcoordctl import render
+from agentcoordctl import lanes, render
+from agentcoordctl.lanes import IdleTimeout, KeepAliveFlag, RenewEvery, WatchPid
 from agentcoordctl.options import (
+    Json,
     AgentId, ApiUrl, BatchId, Branch, ChatHandle, DashboardUrl, EtcdEndpoints, Generation, Host,
     InstanceId, LegacyBackend, Operator, OptRepo, OptTarget, Phase, PrUrl, StateRoot, Synthetic,
     SyntheticKind, ThreadHandle, Ttl, metadata, run, selection,
@@ -31,13 +33,18 @@ def heartbeat(
     synthetic: Synthetic = False, synthetic_kind: SyntheticKind = None,
     state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
     backend: LegacyBackend = None,
+    json: Json = False,
+    keep_alive: KeepAliveFlag = False, renew_every: RenewEvery = None, watch_pid: WatchPid = None,
+    idle_timeout: IdleTimeout = None,
 ) -> None:
     """Write heartbeats/<agent-id>.json: you are alive, and what you are doing."""
+    ka = lanes.keep_alive(keep_alive, renew_every=renew_every, watch_pid=watch_pid,
+                          idle_timeout=idle_timeout)
     meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
                     dashboard_url=dashboard_url, operator=operator, phase=phase,
                     generation=generation, instance_id=instance_id, synthetic=synthetic,
                     synthetic_kind=synthetic_kind)
     run(p.Heartbeat(agent_id=agent_id, repo=repo, target=target, batch_id=batch_id, branch=branch,
-                    status=status, ttl=ttl, meta=meta,
+                    status=status, ttl=ttl, meta=meta, keep_alive=ka,
                     selection=selection(state_root, api_url, etcd_endpoints, backend)),
-        text=render.heartbeat)
+        as_json=json, text=render.heartbeat)

@@ -14,6 +14,9 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
 
 LAUNCHD_LABEL = "dev.agentcoord.agentcoordd"
 SYSTEMD_UNITS = ("agentcoordd.socket", "agentcoordd.service")
@@ -137,3 +140,61 @@ def apply(plan: Plan, *, remove: bool, dry_run: bool, say: Callable[[str], None]
                 say(f"error: `{' '.join(command)}` exited {code}")
                 return 2
     return 0
+
+
+# ---- the commands ------------------------------------------------------------------
+
+
+def register(app: Any) -> None:
+    app.command("service")(service)
+
+
+def service(
+    action: Annotated[str, typer.Argument(metavar="install|uninstall|status",
+                                          help="install, uninstall or status.")],
+    env_file: Annotated[Optional[Path], typer.Option(
+        "--env-file", metavar="PATH",
+        help="Private (0600) env file the service reads (default ~/.config/agent-coord/env).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be done; change nothing.")] = False,
+    kind: Annotated[Optional[str], typer.Option(
+        "--kind", metavar="systemd|launchd", help="Service manager (default: this platform's).")] = None,
+) -> None:
+    """Install agentcoordd as a user service (systemd socket activation / launchd KeepAlive)."""
+    kind = kind or default_kind()
+    if kind not in ("systemd", "launchd"):
+        _usage(f"--kind must be systemd or launchd: {kind}")
+    home = Path(os.path.expanduser("~"))
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    if action == "status":
+        command = status_command(kind)
+        say("run " + " ".join(command))
+        raise typer.Exit(0 if dry_run else (_run(command) and 2))
+    if action == "install":
+        env_path = (env_file or default_env_file(home)).expanduser().absolute()
+        _check_env_file(env_path, say)
+        plan = plan_install(kind, home=home, env_file=env_path)
+        raise typer.Exit(apply(plan, remove=False, dry_run=dry_run, say=say))
+    if action == "uninstall":
+        raise typer.Exit(apply(plan_uninstall(kind, home=home), remove=True, dry_run=dry_run, say=say))
+    _usage(f"unknown service action: {action} (expected install, uninstall or status)")
+
+
+def _check_env_file(path: Path, say: Callable[[str], None]) -> None:
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        say(f"note: env file {path} does not exist yet; create it 0600 with AGENT_COORD_API_URL, "
+            "AGENT_COORD_API_TOKEN and AGENT_COORD_MACHINE_ID (see docs/service.md)")
+        return
+    except OSError:
+        return
+    if mode & 0o077:
+        say(f"warning: env file {path} is readable by others (mode {mode:o}); chmod 600 {path}")
+
+
+def _usage(message: str) -> None:
+    print(message, file=sys.stderr)
+    raise typer.Exit(1)

@@ -83,6 +83,16 @@ class Selection(msgspec.Struct, kw_only=True, omit_defaults=True):
     backend: str | None = None  # legacy GitHub selector: recognised and refused
 
 
+class KeepAlive(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """`--keep-alive` on claim/heartbeat: register the lane for daemon renewal."""
+
+    renew_every: float | None = None  # default ttl/3
+    watch_pid: int | None = None
+    watch_auto: bool = False  # --watch-pid auto: nearest agent-host ancestor of caller.pid
+    idle_timeout: float | None = None  # default 2 h
+    heartbeat_ttl: int | None = None  # claim --keep-alive: TTL of the lane's heartbeat
+
+
 class _Request(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="op"):
     caller: Caller = msgspec.field(default_factory=Caller)
     selection: Selection = msgspec.field(default_factory=Selection)
@@ -101,6 +111,7 @@ class Claim(_Request, tag_field="op", tag="claim", kw_only=True):
     branch: str | None = None
     ttl: int | None = None
     meta: Metadata = msgspec.field(default_factory=Metadata)
+    keep_alive: KeepAlive | None = None
 
 
 class Release(_Request, tag_field="op", tag="release", kw_only=True):
@@ -125,6 +136,7 @@ class Heartbeat(_Request, tag_field="op", tag="heartbeat", kw_only=True):
     status: str | None = None
     ttl: int | None = None
     meta: Metadata = msgspec.field(default_factory=Metadata)
+    keep_alive: KeepAlive | None = None
 
 
 class RecordEvent(_Request, tag_field="op", tag="record_event", kw_only=True):
@@ -158,7 +170,7 @@ class Status(_Request, tag_field="op", tag="status", kw_only=True):
     target: str | None = None
     batch_id: str | None = None
     include_archived: bool = False
-    events: int = 20
+    events: int | None = None  # None: 20 per batch for full status, all in batch scope
     all_events: bool = False
 
 
@@ -190,6 +202,55 @@ class DaemonStop(_Request, tag_field="op", tag="daemon_stop", kw_only=True):
     pass
 
 
+class Lanes(_Request, tag_field="op", tag="lanes", kw_only=True):
+    """The daemon's keep-alive lanes (optionally one agent's)."""
+
+    agent_id: str | None = None
+
+
+class LanesStop(_Request, tag_field="op", tag="lanes_stop", kw_only=True):
+    agent_id: str
+
+
+class Doctor(_Request, tag_field="op", tag="doctor", kw_only=True):
+    """`doctor [--deep] [--doctor-prefix P] [--stack-json]`: can coordination be trusted?"""
+
+    deep: bool = False
+    stack: bool = False  # --stack-json: component contract v1, exits 0/1/2/64
+    prefixes: list[str] = []  # --doctor-prefix (repeatable)
+    client_version: str = ""
+
+
+class BatchStop(_Request, tag_field="op", tag="batch_stop", kw_only=True):
+    """`batch stop`: append batch.stop_requested (never kills, never touches claims)."""
+
+    batch_id: str
+    message: str | None = None
+
+
+class BatchStopped(_Request, tag_field="op", tag="batch_stopped", kw_only=True):
+    """`batch stopped`: append batch.stopped."""
+
+    batch_id: str
+    message: str | None = None
+
+
+class Health(_Request, tag_field="op", tag="health", kw_only=True):
+    """`health [--batch-id B]`: the telemetry contract's health signals and QA per PR."""
+
+    batch_id: str | None = None
+
+
+class Overview(_Request, tag_field="op", tag="overview", kw_only=True):
+    """Batches and lanes with machine, QA and stop state (`status --watch`)."""
+
+
+class Dashboard(_Request, tag_field="op", tag="dashboard", kw_only=True):
+    """`dashboard [--port N]`: start (once) the daemon's loopback dashboard; its URL."""
+
+    port: int | None = None
+
+
 Request = Union[
     Claim,
     Release,
@@ -203,6 +264,14 @@ Request = Union[
     ConfigShow,
     DaemonStatus,
     DaemonStop,
+    Lanes,
+    LanesStop,
+    Doctor,
+    BatchStop,
+    BatchStopped,
+    Health,
+    Overview,
+    Dashboard,
 ]
 REQUEST_TYPES: tuple[type[_Request], ...] = Request.__args__  # type: ignore[attr-defined]
 
@@ -227,7 +296,9 @@ class Response(msgspec.Struct, tag_field="op", tag="response", kw_only=True):
 
 
 ClientFrame = Union[Hello, Claim, Release, Heartbeat, RecordEvent, RegisterBatch, Status,
-                    BatchAudit, Gc, Version, ConfigShow, DaemonStatus, DaemonStop]
+                    BatchAudit, Gc, Version, ConfigShow, DaemonStatus, DaemonStop,
+                    Lanes, LanesStop, Doctor,
+                    BatchStop, BatchStopped, Health, Overview, Dashboard]
 ServerFrame = Union[Welcome, Progress, Response]
 
 

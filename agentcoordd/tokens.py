@@ -204,7 +204,8 @@ def execute(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m agentcoordd.tokens provision|revoke ...` until `agentcoordctl token` exists."""
+    """`python -m agentcoordd.tokens provision|revoke ...`: the same core without the ctl
+    (`agentcoordctl token provision|revoke` is the documented entry point)."""
     import argparse
     import sys
 

@@ -436,11 +436,16 @@ def stop_summary(events: list[dict[str, Any]], batch_id: str) -> dict[str, Any]:
     return {k: v for k, v in state.items() if v is not None}
 
 
-def _stop_digest(path: str, data: Any) -> dict[str, Any] | None:
+# Not a stop signal. Not None: a scan drops None digests from its cache (they are
+# neither rows nor unreadable), which made every stop check re-read every event.
+_NOT_A_STOP: dict[str, Any] = {}
+
+
+def _stop_digest(path: str, data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise Malformed("not a JSON object")
     if data.get("type") not in (STOP_REQUESTED, STOPPED):
-        return None
+        return _NOT_A_STOP
     return {k: data[k] for k in ("batch_id", "type", "event_id", "at", "timestamp", "message", "machine_id") if data.get(k) is not None} | {"path": path}
 
 
@@ -455,7 +460,7 @@ async def stop_state(ctx: Ctx, batch_id: str) -> dict[str, Any]:
     error = None
     try:
         found = await scan(ctx.store, ids.events_prefix(batch_id), _stop_digest, "telemetry.stop")
-        rows = [row for _, row in found.rows if row is not None]
+        rows = [row for _, row in found.rows if row]
     except StoreError as exc:
         rows, error = [], exc.message
     root = local_root(ctx.store)
@@ -464,8 +469,8 @@ async def stop_state(ctx: Ctx, batch_id: str) -> dict[str, Any]:
         if os.path.lexists(root / rel):
             events, _ = await anyio.to_thread.run_sync(_read_jsonl_file, root, rel)
             rows.extend(e for e in events if e.get("type") in (STOP_REQUESTED, STOPPED))
-    for row in rows:
-        row.setdefault("batch_id", batch_id)
+    # Cached digests are shared: copy, never mutate.
+    rows = [row if "batch_id" in row else {**row, "batch_id": batch_id} for row in rows]
     rows.sort(key=history_key)
     state = stop_summary(rows, batch_id)
     if error:

@@ -5,12 +5,20 @@ Order, first match wins:
 1. explicit per-call flags: --state-root, --api-url, --etcd-endpoints, --backend
    (two of them is a usage error);
 2. the caller's environment: AGENT_COORD_API_URL, AGENT_COORD_ETCD_ENDPOINTS,
-   AGENT_COORD_STATE_ROOT (API URL + state root: HTTP wins, with a warning),
+   AGENT_COORD_STATE_ROOT (API URL + state root: HTTP wins, with a warning;
+   likewise API URL + etcd endpoints, and etcd endpoints + state root: etcd),
    then the legacy AGENT_COORD_BACKEND (refused);
 3. AGENT_COORD_LOCAL=1|true|yes: the zero-config local root, on purpose;
 4. the machine's configured backend: the consumer env files, then the
    daemon's own environment (a systemd EnvironmentFile, say);
 5. the zero-config local root, with the spec's `local mode` notice.
+
+etcd settings come from the same mapping as the endpoints that selected it
+(the caller's environment for --etcd-endpoints): AGENT_COORD_ETCD_USER with
+AGENT_COORD_ETCD_PASSWORD or AGENT_COORD_ETCD_PASSWORD_FILE (first line of the
+file; the daemon reads it), AGENT_COORD_ETCD_CA_FILE (+ optional
+AGENT_COORD_ETCD_CERT_FILE / AGENT_COORD_ETCD_KEY_FILE for client-certificate
+auth) and AGENT_COORD_ETCD_PREFIX (a team's key prefix on a shared cluster).
 """
 
 from __future__ import annotations
@@ -34,6 +42,22 @@ BOTH_SET_WARNING = (
     "both AGENT_COORD_API_URL and AGENT_COORD_STATE_ROOT are set; using the HTTP backend "
     "(AGENT_COORD_API_URL). Pass --state-root only for an explicit local smoke check."
 )
+API_AND_ETCD_WARNING = (
+    "both AGENT_COORD_API_URL and AGENT_COORD_ETCD_ENDPOINTS are set; using the HTTP backend "
+    "(AGENT_COORD_API_URL). Unset one of them."
+)
+ETCD_AND_ROOT_WARNING = (
+    "both AGENT_COORD_ETCD_ENDPOINTS and AGENT_COORD_STATE_ROOT are set; using etcd "
+    "(AGENT_COORD_ETCD_ENDPOINTS). Pass --state-root only for an explicit local smoke check."
+)
+# etcd options other than credentials: env name -> EtcdStore keyword.
+ETCD_FILE_OPTIONS = {
+    "AGENT_COORD_ETCD_CA_FILE": "ca_file",
+    "AGENT_COORD_ETCD_CERT_FILE": "cert_file",
+    "AGENT_COORD_ETCD_KEY_FILE": "key_file",
+}
+ETCD_PREFIX_VAR = "AGENT_COORD_ETCD_PREFIX"
+PASSWORD_FILE_CAP = 4096
 
 # kind -> (module, class, human name). A store module that does not exist yet
 # makes that selection a clear exit 2 instead of a crash.
@@ -55,16 +79,19 @@ class Resolved:
     machine_id: str | None = None  # the machine's own id (env file / daemon env)
     notices: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    # etcd: (EtcdStore keyword, value) pairs — CA/cert/key files, key_prefix. No secrets.
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
         """Pool key: selection + a hash of the token (the token itself is never kept)."""
         digest = hashlib.sha256(self.token.encode()).hexdigest()[:16] if self.token else ""
-        return (self.kind, self.location, f"{self.user or ''}:{digest}")
+        location = self.location + "".join(f"|{k}={v}" for k, v in self.options)
+        return (self.kind, location, f"{self.user or ''}:{digest}")
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location, "source": self.source,
-                "credentials": bool(self.token)}
+                "credentials": bool(self.token), **dict(self.options)}
 
 
 def _value(env: Mapping[str, str], name: str) -> str | None:
@@ -88,6 +115,51 @@ def _absolute(path: str, cwd: str) -> str:
     return os.path.normpath(path)
 
 
+def _etcd(endpoints: str, values: Mapping[str, str], source: str, cwd: str, machine: str | None,
+          warnings: list[str]) -> Resolved:
+    """An etcd selection with its credentials and options from the same mapping."""
+    user = _value(values, "AGENT_COORD_ETCD_USER")
+    password = _value(values, "AGENT_COORD_ETCD_PASSWORD")
+    password_file = _value(values, "AGENT_COORD_ETCD_PASSWORD_FILE")
+    if password and password_file:
+        raise OperationalError(
+            f"etcd configuration ({source}): both AGENT_COORD_ETCD_PASSWORD and "
+            "AGENT_COORD_ETCD_PASSWORD_FILE are set; set only one")
+    if password_file:
+        password = _read_password_file(_absolute(password_file, cwd), source)
+    if (user is None) != (password is None):
+        missing = ("AGENT_COORD_ETCD_PASSWORD or AGENT_COORD_ETCD_PASSWORD_FILE" if password is None
+                   else "AGENT_COORD_ETCD_USER")
+        raise OperationalError(f"etcd configuration ({source}) is incomplete: {missing} is not set")
+    options = [(keyword, _absolute(value, cwd)) for name, keyword in ETCD_FILE_OPTIONS.items()
+               if (value := _value(values, name))]
+    prefix = _value(values, ETCD_PREFIX_VAR)
+    if prefix:
+        options.append(("key_prefix", prefix))
+    return Resolved("etcd", endpoints, source, password, user=user, machine_id=machine,
+                    warnings=tuple(warnings), options=tuple(options))
+
+
+def _read_password_file(path: str, source: str) -> str:
+    """First line of the file, without its line ending; errors name the file, never its content."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(PASSWORD_FILE_CAP + 1)
+    except OSError as exc:
+        raise OperationalError(
+            f"cannot read etcd password file {path} ({source}): {exc.strerror or exc}") from None
+    if len(raw) > PASSWORD_FILE_CAP:
+        raise OperationalError(f"etcd password file {path} ({source}) is larger than {PASSWORD_FILE_CAP} bytes")
+    try:
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise OperationalError(f"etcd password file {path} ({source}) is not UTF-8 text") from None
+    password = lines[0] if lines else ""
+    if not password:
+        raise OperationalError(f"etcd password file {path} ({source}) is empty")
+    return password
+
+
 def _from_values(values: Mapping[str, str], source: str, cwd: str, machine: str | None,
                  warnings: list[str]) -> Resolved | None:
     """API URL, etcd endpoints or state root from one mapping (env / env file)."""
@@ -97,12 +169,14 @@ def _from_values(values: Mapping[str, str], source: str, cwd: str, machine: str 
     if api:
         if root:
             warnings.append(BOTH_SET_WARNING)
+        if etcd:
+            warnings.append(API_AND_ETCD_WARNING)
         return Resolved("http", api.rstrip("/"), source, _value(values, "AGENT_COORD_API_TOKEN"),
                         machine_id=machine, warnings=tuple(warnings))
     if etcd:
-        return Resolved("etcd", etcd, source, _value(values, "AGENT_COORD_ETCD_PASSWORD"),
-                        user=_value(values, "AGENT_COORD_ETCD_USER"), machine_id=machine,
-                        warnings=tuple(warnings))
+        if root:
+            warnings.append(ETCD_AND_ROOT_WARNING)
+        return _etcd(etcd, values, source, cwd, machine, warnings)
     if root:
         return Resolved("local", _absolute(root, cwd), source, machine_id=machine,
                         warnings=tuple(warnings))
@@ -140,8 +214,7 @@ def resolve(selection: Selection, env: Mapping[str, str], cwd: str = "",
             return Resolved("http", value.rstrip("/"), flag, _value(env, "AGENT_COORD_API_TOKEN"),
                             machine_id=machine)
         if flag == "--etcd-endpoints":
-            return Resolved("etcd", value, flag, _value(env, "AGENT_COORD_ETCD_PASSWORD"),
-                            user=_value(env, "AGENT_COORD_ETCD_USER"), machine_id=machine)
+            return _etcd(value, env, flag, cwd, machine, [])
         raise OperationalError(LEGACY_REFUSAL)
 
     # 2. the caller's environment
@@ -184,6 +257,21 @@ def _implicit(env: Mapping[str, str], machine: str | None, warnings: list[str]) 
                     notices=(LOCAL_NOTICE.format(root=root),), warnings=tuple(warnings))
 
 
+def _open_etcd(cls: Any, resolved: Resolved) -> Any:
+    endpoints = [e.strip() for e in resolved.location.split(",") if e.strip()]
+    options = dict(resolved.options)
+    try:
+        return cls(endpoints, user=resolved.user, password=resolved.token, **options)
+    except UsageError as exc:
+        # A bad flag value is the caller's usage error; a bad machine configuration is not.
+        error = UsageError if resolved.source.startswith("--") else OperationalError
+        raise error(f"invalid etcd configuration ({resolved.source}): {exc.message}") from None
+    except OSError as exc:  # ssl.SSLError included: unreadable or invalid TLS files
+        files = ", ".join(options[k] for k in ("ca_file", "cert_file", "key_file") if k in options)
+        raise OperationalError(
+            f"cannot load etcd TLS files {files} ({resolved.source}): {exc.strerror or exc}") from None
+
+
 class StorePool:
     """One open Store per distinct selection (+ token hash)."""
 
@@ -213,10 +301,12 @@ class StorePool:
         if resolved.kind == "local":
             if resolved.implicit:
                 os.makedirs(resolved.location, mode=0o700, exist_ok=True)
-            return cls(resolved.location)
+            from agentcoordd.store.cache import CachingStore
+
+            # The daemon is long-lived: keep parsed records, re-read only what changed.
+            return CachingStore(cls(resolved.location))
         if resolved.kind == "etcd":
-            endpoints = [e.strip() for e in resolved.location.split(",") if e.strip()]
-            return cls(endpoints, user=resolved.user, password=resolved.token)
+            return _open_etcd(cls, resolved)
         return cls(resolved.location, resolved.token or "")
 
     def describe(self) -> list[dict[str, Any]]:

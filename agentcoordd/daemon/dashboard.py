@@ -127,8 +127,11 @@ class Dashboard:
         *,
         allowed_peers: Iterable[str] | None = None,
         refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
+        on_stop_requested: Callable[[str], None] | None = None,
     ) -> None:
         self.store_factory = store_factory
+        # Told the batch id after a stop request was written (the daemon's stop-notice cache).
+        self.on_stop_requested = on_stop_requested
         self.clock = clock
         self.identity = identity or Identity()
         self.allowed_networks = (
@@ -415,6 +418,8 @@ class Dashboard:
             message = None
         ctx = await self._ctx()
         written = await telemetry.request_stop(ctx, batch_id=batch, message=message)
+        if self.on_stop_requested is not None:
+            self.on_stop_requested(batch)
         return {**written, "warnings": ctx.warnings}
 
 

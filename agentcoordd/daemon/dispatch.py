@@ -84,6 +84,18 @@ def _gc(r: p.Gc) -> dict[str, Any]:
                 synthetic_hot_days=r.synthetic_hot_days, prefixes=list(r.prefixes) or None)
 
 
+def _batch_signal(r: p.BatchStop | p.BatchStopped) -> dict[str, Any]:
+    return dict(batch_id=r.batch_id, message=r.message)
+
+
+def _health(r: p.Health) -> dict[str, Any]:
+    return dict(batch_id=r.batch_id)
+
+
+def _overview(r: p.Overview) -> dict[str, Any]:
+    return {}
+
+
 ROUTES: dict[type, Route] = {
     p.Claim: Route("agentcoordd.coord.claims", "claim", _claim, write=True),
     p.Release: Route("agentcoordd.coord.claims", "release", _release, write=True),
@@ -94,6 +106,10 @@ ROUTES: dict[type, Route] = {
     p.Status: Route("agentcoordd.coord.status", "status", _status, write=False),
     p.BatchAudit: Route("agentcoordd.coord.audit", "batch_audit", _batch_audit, write=False),
     p.Gc: Route("agentcoordd.coord.gc", "gc", _gc, write=True, progress=True),
+    p.BatchStop: Route("agentcoordd.coord.telemetry", "request_stop", _batch_signal, write=True),
+    p.BatchStopped: Route("agentcoordd.coord.telemetry", "mark_stopped", _batch_signal, write=True),
+    p.Health: Route("agentcoordd.coord.health", "health", _health, write=False),
+    p.Overview: Route("agentcoordd.coord.overview", "overview", _overview, write=False),
 }
 
 
@@ -123,6 +139,14 @@ class Dispatcher:
         self.daemon = daemon
         self.pool = backends.StorePool()
         self.clock = SystemClock()
+        from agentcoordd.daemon.dashboard_host import DashboardHost
+        from agentcoordd.daemon.stopnotice import StopNotices
+
+        self.stop_notices = StopNotices()  # issue 11: stop requests reach agents
+        self.dashboards = DashboardHost()
+        from agentcoordd.daemon.keeper import LaneKeeper
+
+        self.lanes = LaneKeeper(self, daemon.state_dir, log=daemon.log)
 
     async def handle(self, request: Any,
                      progress: Callable[[p.Progress], None] | None = None) -> p.Response:
@@ -145,7 +169,10 @@ class Dispatcher:
                       progress: Callable[[p.Progress], None] | None) -> p.Response:
         local = LOCAL_HANDLERS.get(type(request))
         if local is not None:
-            return p.Response(exit_code=0, payload=await local(self, request))
+            answer = await local(self, request)
+            if isinstance(answer, p.Response):  # a handler that sets its own exit code (doctor)
+                return answer
+            return p.Response(exit_code=0, payload=answer)
         route = ROUTES.get(type(request))
         if route is None:
             raise OperationalError(f"command not available yet: {type(request).__name__}")
@@ -164,6 +191,7 @@ class Dispatcher:
                                     data={"label": label, "done": done, "total": total}))
 
             kwargs["progress"] = report
+        await self.lanes.before(request, resolved, warnings)  # keep-alive: touch, fence warning
         try:
             payload = await function(ctx, **kwargs)
         finally:
@@ -172,6 +200,9 @@ class Dispatcher:
         exit_code = 0
         if isinstance(payload, dict) and isinstance(payload.get("exit_code"), int):
             exit_code = payload.pop("exit_code")
+        if exit_code == 0:  # the lane's batch has a stop request: notice + stop_requested
+            await self.stop_notices.annotate(request, ctx, resolved.key, payload, notices)
+        await self.lanes.after(request, resolved, ctx, payload, exit_code, warnings, notices)
         return p.Response(exit_code=exit_code, payload=payload, warnings=warnings,
                           notices=notices)
 
@@ -228,9 +259,31 @@ async def _daemon_stop(d: Dispatcher, request: p.DaemonStop) -> dict[str, Any]:
     return {"stopping": True, "pid": os.getpid(), "at": time.time()}
 
 
-LOCAL_HANDLERS: dict[type, Callable[[Dispatcher, Any], Awaitable[dict[str, Any]]]] = {
+async def _lanes(d: Dispatcher, request: p.Lanes) -> dict[str, Any]:
+    return d.lanes.listing(request.agent_id)
+
+
+async def _lanes_stop(d: Dispatcher, request: p.LanesStop) -> dict[str, Any]:
+    return {"stopped": await d.lanes.stop(request.agent_id)}
+
+
+async def _doctor(d: Dispatcher, request: p.Doctor) -> p.Response:
+    from agentcoordd.daemon.doctor import handle
+
+    return await handle(d, request)
+
+
+async def _dashboard(d: Dispatcher, request: p.Dashboard) -> p.Response:
+    return await d.dashboards.handle(d, request)
+
+
+LOCAL_HANDLERS: dict[type, Callable[[Dispatcher, Any], Awaitable[Any]]] = {
+    p.Dashboard: _dashboard,
     p.Version: _version,
     p.ConfigShow: _config_show,
     p.DaemonStatus: _daemon_status,
     p.DaemonStop: _daemon_stop,
+    p.Doctor: _doctor,
+    p.Lanes: _lanes,
+    p.LanesStop: _lanes_stop,
 }

@@ -38,25 +38,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _inherited_socket() -> socket.socket | None:
-    """systemd socket activation: fd 3 when LISTEN_PID is us."""
-    if os.environ.get("LISTEN_PID") != str(os.getpid()) or os.environ.get("LISTEN_FDS") != "1":
-        return None
+    """systemd socket activation: the first fd systemd passed when LISTEN_PID is us."""
+    from agentcoordd.daemon.sdnotify import listen_fds
+
+    fds = listen_fds()
     for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
         os.environ.pop(name, None)
-    return socket.socket(fileno=3)
+    if not fds:
+        return None
+    for extra in fds[1:]:  # we listen on one socket only
+        try:
+            os.close(extra)
+        except OSError:
+            pass
+    sock = socket.socket(fileno=fds[0])
+    os.set_inheritable(sock.fileno(), False)
+    return sock
 
 
 def _sd_notify(message: str) -> None:
-    address = os.environ.get("NOTIFY_SOCKET")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-        try:
-            sock.sendto(message.encode(), address)
-        except OSError:
-            pass
+    from agentcoordd.daemon.sdnotify import notify
+
+    notify(message)
 
 
 def _detach(log_path: str) -> int | None:

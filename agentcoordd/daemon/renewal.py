@@ -167,6 +167,8 @@ class RenewalLoop:
         on_tick: Callable[[], None] | None = None,
         concurrency: int = 64,
         max_sleep: float = 5.0,
+        watch_interval: float = 0.0,
+        min_sleep: float = 0.0,
     ) -> None:
         import anyio
 
@@ -178,6 +180,13 @@ class RenewalLoop:
         self.pid_alive = pid_alive
         self.on_tick = on_tick
         self.max_sleep = max_sleep
+        # Checking watched pids walks every lane: with thousands of lanes and a
+        # wake per deadline, do it at most this often.
+        self.watch_interval = watch_interval
+        # Renew what is due in small batches instead of waking once per deadline
+        # (thousands of lanes): a lane is at most min_sleep late.
+        self.min_sleep = min_sleep
+        self._last_watch_check: float | None = None
         self._limiter = anyio.CapacityLimiter(concurrency)
         self._wake = anyio.Event()
         self.suspends_detected = 0
@@ -195,6 +204,8 @@ class RenewalLoop:
                 now = self.timer()
                 # Wake at least every max_sleep: watched pids and the watchdog need it.
                 asked = self.max_sleep if deadline is None else min(max(deadline - now, 0.0), self.max_sleep)
+                if 0.0 < asked < self.min_sleep:
+                    asked = self.min_sleep
                 with anyio.move_on_after(asked):
                     await self._wake.wait()
                 self._wake = anyio.Event()
@@ -204,7 +215,9 @@ class RenewalLoop:
                     self.schedule.all_due(after)
                 if self.on_tick:
                     self.on_tick()
-                await self._check_watched(after)
+                if self._last_watch_check is None or after - self._last_watch_check >= self.watch_interval:
+                    self._last_watch_check = after
+                    await self._check_watched(after)
                 for lane in self.schedule.pop_due(after):
                     if self.schedule.idle(lane, after):
                         await self._end(lane, "idle_timeout")
@@ -228,10 +241,14 @@ class RenewalLoop:
             try:
                 await self.renew(lane)
             except Exception as exc:  # noqa: BLE001 - classified below, never kills the loop
+                if not lane.live:
+                    return  # ended (released, stopped, …) while the renewal ran
                 reason = getattr(exc, "reason", None)
                 if reason is not None:
                     await self._end(lane, reason, "fenced" if reason == "fenced" else "ended")
                     return
                 self.schedule.failed(lane, self.timer(), getattr(exc, "message", None) or repr(exc))
                 return
+            if not lane.live or self.schedule.lanes.get(lane.key) is not lane:
+                return  # ended or replaced while the renewal ran: never revive it
             self.schedule.succeeded(lane, self.timer(), self.wall())

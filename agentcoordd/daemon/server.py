@@ -98,6 +98,7 @@ class Daemon:
         self._sock: socket.socket | None = None
         self._inode: tuple[int, int] | None = None
         self._stop: anyio.Event | None = None
+        self.services: anyio.abc.TaskGroup | None = None
         self._stop_reason = ""
         from agentcoordd.daemon.dispatch import Dispatcher
 
@@ -118,6 +119,7 @@ class Daemon:
         self._lock()
         if inherited is not None:  # systemd socket activation
             self._sock = inherited
+            self._owns_path = False  # systemd's socket unit owns the path: never unlink it
         else:
             self._sock = self._bind_fresh()
         st = os.stat(self.socket_path)
@@ -166,7 +168,7 @@ class Daemon:
 
     def release(self) -> None:
         """Remove our socket (only if it is still ours) and drop the lock."""
-        if self._inode is not None:
+        if self._inode is not None and getattr(self, "_owns_path", True):
             with contextlib.suppress(OSError):
                 st = os.stat(self.socket_path)
                 if (st.st_dev, st.st_ino) == self._inode:
@@ -199,8 +201,10 @@ class Daemon:
             ready()
         async with anyio.create_task_group() as connections:
             async with anyio.create_task_group() as control:
+                self.services = control  # long-lived services started on demand (the dashboard)
                 control.start_soon(self._signals)
                 control.start_soon(self._watch_socket)
+                control.start_soon(self.dispatcher.lanes.run)  # keep-alive renewal loop
                 control.start_soon(self._accept, listener, connections)
                 await self._stop.wait()
                 control.cancel_scope.cancel()
@@ -213,6 +217,7 @@ class Daemon:
                 while self.in_flight:
                     await anyio.sleep(0.02)
             connections.cancel_scope.cancel()
+        self.dispatcher.lanes.close()  # final save of the keep-alive lanes
         await self.dispatcher.pool.aclose()
         self.log.info("stopped", reason=self._stop_reason, requests=self.requests)
 

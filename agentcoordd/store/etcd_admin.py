@@ -127,6 +127,10 @@ class EtcdAdmin:
     async def delete_user(self, name: str) -> None:
         await self._auth("user/delete", {"name": name}, f"delete etcd user {name!r}", ok_if="user name not found")
 
+    async def user_exists(self, name: str) -> bool:
+        """Whether the user exists (a found user's reply always carries a header)."""
+        return bool(await self._auth("user/get", {"name": name}, f"read etcd user {name!r}", ok_if="user name not found"))
+
     async def add_role(self, role: str) -> None:
         await self._auth("role/add", {"name": role}, f"add etcd role {role!r}", ok_if="role name already exists")
 

@@ -65,6 +65,8 @@ class LocalStore:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.name = f"local:{self.root}"
+        # Hot paths join plain strings: pathlib showed up in per-renewal CPU.
+        self._root = os.fspath(self.root)
 
     # ---- async Store API -------------------------------------------------
 
@@ -82,6 +84,10 @@ class LocalStore:
 
     async def list(self, prefix: str, limit: int | None = None, cursor: str | None = None) -> Page:
         return await self._run(self.list_sync, prefix, limit, cursor)
+
+    async def list_paths(self, prefix: str) -> list[str]:
+        """Record paths below `prefix`, sorted, without reading them (doctor's layout walk)."""
+        return await self._run(self.list_paths_sync, prefix)
 
     async def aclose(self) -> None:
         return None
@@ -125,7 +131,7 @@ class LocalStore:
                 raise Conflict(f"record changed underneath us: {path}", "version_conflict")
             try:
                 os.unlink(full)
-                self._fsync_dir(full.parent)
+                self._fsync_dir(os.path.dirname(full))
             except OSError as exc:
                 raise self._os_error("cannot delete", path, exc) from None
 
@@ -143,7 +149,7 @@ class LocalStore:
             next_cursor = paths[-1]
         entries = []
         for rel in paths:
-            raw = self._read_bytes(self.root / rel, rel)
+            raw = self._read_bytes(f"{self._root}/{rel}", rel)
             if raw is not None:  # deleted between walk and read: not listed
                 entries.append(Entry(rel, self._decode(raw, rel), version_of(raw)))
         return Page(entries, next_cursor, False)
@@ -156,54 +162,61 @@ class LocalStore:
 
     # ---- helpers -----------------------------------------------------------
 
-    def _checked(self, path: str, create_dirs: bool = False) -> Path:
+    def _checked(self, path: str, create_dirs: bool = False) -> str:
         path = _valid(ids.state_path, path)
         parent = path.rpartition("/")[0]
         if create_dirs:
             self._make_dirs(parent, path)
         else:
             self._check_no_symlinks(parent, must_be_dir=False)
-        return self.root / path
+        return f"{self._root}/{path}"
 
     def _check_no_symlinks(self, rel_dir: str, must_be_dir: bool) -> None:
         """Fail closed on a symlink at any level below the root."""
-        current = self.root
+        current = self._root
+        shown = ""
         for segment in rel_dir.split("/"):
-            current = current / segment
+            current = f"{current}/{segment}"
+            shown = f"{shown}/{segment}" if shown else segment
             try:
                 mode = os.lstat(current).st_mode
             except FileNotFoundError:
                 return
             except OSError as exc:
-                raise self._os_error("cannot inspect", str(current.relative_to(self.root)), exc) from None
-            if stat.S_ISLNK(mode):
-                raise Forbidden(f"symlink below state root refused: {current.relative_to(self.root)}")
-            if not stat.S_ISDIR(mode):
-                raise Forbidden(f"not a directory below state root: {current.relative_to(self.root)}")
+                raise self._os_error("cannot inspect", shown, exc) from None
+            self._require_dir(mode, shown)
+
+    @staticmethod
+    def _require_dir(mode: int, shown: str) -> None:
+        if stat.S_ISLNK(mode):
+            raise Forbidden(f"symlink below state root refused: {shown}")
+        if not stat.S_ISDIR(mode):
+            raise Forbidden(f"not a directory below state root: {shown}")
 
     def _make_dirs(self, rel_dir: str, path: str) -> None:
-        if not self.root.is_dir():  # a first write creates the root (reads never do)
-            try:
-                self.root.mkdir(parents=True, exist_ok=True, mode=0o755)
-            except OSError as exc:
-                raise self._os_error("cannot create state root for", path, exc) from None
-        current = self.root
+        current = self._root
+        shown = ""
         for segment in rel_dir.split("/"):
-            current = current / segment
+            current = f"{current}/{segment}"
+            shown = f"{shown}/{segment}" if shown else segment
+            try:
+                self._require_dir(os.lstat(current).st_mode, shown)
+                continue  # the common case: it exists (no exception, no mkdir)
+            except FileNotFoundError:
+                pass
+            if not self.root.is_dir():  # a first write creates the root (reads never do)
+                try:
+                    self.root.mkdir(parents=True, exist_ok=True, mode=0o755)
+                except OSError as exc:
+                    raise self._os_error("cannot create state root for", path, exc) from None
             try:
                 os.mkdir(current, 0o755)
-                continue
             except FileExistsError:
-                pass
+                self._require_dir(os.lstat(current).st_mode, shown)  # raced another writer
             except OSError as exc:
                 raise self._os_error("cannot create directory for", path, exc) from None
-            mode = os.lstat(current).st_mode
-            if stat.S_ISLNK(mode):
-                raise Forbidden(f"symlink below state root refused: {current.relative_to(self.root)}")
-            if not stat.S_ISDIR(mode):
-                raise Forbidden(f"not a directory below state root: {current.relative_to(self.root)}")
 
-    def _read_bytes(self, full: Path, path: str) -> bytes | None:
+    def _read_bytes(self, full: str, path: str) -> bytes | None:
         try:
             fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -226,8 +239,8 @@ class LocalStore:
             raise InvalidRecord(f"invalid JSON in record {path}") from None
 
     @contextlib.contextmanager
-    def _locked(self, full: Path, path: str) -> Iterator[None]:
-        lock_path = full.with_name(full.name + ".lock")
+    def _locked(self, full: str, path: str) -> Iterator[None]:
+        lock_path = full + ".lock"
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except OSError as exc:
@@ -240,8 +253,9 @@ class LocalStore:
         finally:
             os.close(fd)  # closing releases the flock; the lock file stays
 
-    def _atomic_write(self, full: Path, body: bytes, path: str) -> None:
-        tmp = full.with_name(f".{full.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    def _atomic_write(self, full: str, body: bytes, path: str) -> None:
+        directory, _, name = full.rpartition("/")
+        tmp = f"{directory}/.{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             try:
@@ -252,14 +266,14 @@ class LocalStore:
             finally:
                 os.close(fd)
             os.replace(tmp, full)
-            self._fsync_dir(full.parent)
+            self._fsync_dir(directory)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise self._os_error("cannot write", path, exc) from None
 
     @staticmethod
-    def _fsync_dir(directory: Path) -> None:
+    def _fsync_dir(directory: str) -> None:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             os.fsync(fd)
@@ -271,7 +285,7 @@ class LocalStore:
         while stack:
             rel_dir = stack.pop()
             try:
-                it = os.scandir(self.root / rel_dir)
+                it = os.scandir(f"{self._root}/{rel_dir}")
             except FileNotFoundError:
                 continue
             except OSError as exc:

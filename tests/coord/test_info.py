@@ -22,8 +22,13 @@ def test_version_matches_the_existing_tool(shared_dir: Path) -> None:
     assert version_info() == recorded(shared_dir, "version-json.txt")
 
 
-def test_config_show_matches_the_existing_tool(shared_dir: Path) -> None:
-    assert config_info() == recorded(shared_dir, "config-show-json.txt")
+def test_config_show_matches_the_existing_tool_plus_the_contract_working_statuses(
+    shared_dir: Path,
+) -> None:
+    expected = recorded(shared_dir, "config-show-json.txt")
+    # docs/compat.md: the telemetry contract's working statuses are listed too.
+    expected["heartbeat_status_vocabulary"]["working"] += ["queued", "token_limit_pause", "continued"]
+    assert config_info() == expected
 
 
 def test_exit_code_table_lists_only_emitted_codes() -> None:

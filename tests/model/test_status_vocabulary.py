@@ -91,3 +91,27 @@ def test_dependency_satisfying_statuses_include_legacy_synonyms(status):
 @pytest.mark.parametrize("status", ["abandoned", "superseded", "in_progress", "released", None, 3])
 def test_abandoned_superseded_and_working_statuses_do_not_satisfy_dependencies(status):
     assert not satisfies_dependency(status)
+
+
+@pytest.mark.parametrize("status", ["queued", "token_limit_pause", "continued"])
+def test_contract_working_statuses_are_accepted_without_warning_and_never_satisfy_dependencies(status):
+    assert normalize_status(status) == (status, None, None)
+    assert not satisfies_dependency(status)
+    assert status not in CANONICAL_STATUSES  # the unknown-status warning keeps the spec's list
+
+
+@pytest.mark.parametrize("status", ["requested", "in_progress", "passed", "failed"])
+def test_qa_statuses_are_accepted_on_qa_events(status):
+    assert normalize_status(status, event_type="qa.validation_passed") == (status, None, None)
+
+
+@pytest.mark.parametrize("status", ["requested", "passed"])
+def test_qa_statuses_still_warn_outside_qa_events(status):
+    assert normalize_status(status).warning is not None
+    assert normalize_status(status, event_type="done").warning is not None
+
+
+def test_stop_signal_statuses_are_accepted_on_their_own_event_type_only():
+    assert normalize_status("stop_requested", event_type="batch.stop_requested").warning is None
+    assert normalize_status("stopped", event_type="batch.stopped").warning is None
+    assert normalize_status("stopped", event_type="batch.stop_requested").warning is not None

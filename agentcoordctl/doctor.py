@@ -1,0 +1,276 @@
+"""doctor: is coordination trustworthy on this machine right now?
+
+    agentcoordctl doctor [--json|--stack-json] [--deep] [--doctor-prefix P]...
+                         [--daemon] [--state-root PATH|--api-url URL|
+                          --etcd-endpoints URLS|--backend OWNER/REPO]
+
+The daemon runs the checks (agentcoordd/coord/doctor.py) and returns three
+renderings' worth of data; this module prints one of them: the spec's text
+lines, the spec's `--json` report, or the stack component contract v1
+(`--stack-json`). `--daemon` adds our daemon section to text and `--json`
+(kept out of the default output so the spec's key sets stay exact).
+
+Under --stack-json every usage error exits 64 and prints no JSON, and exactly
+one direct backend selector is required (environment defaults do not count).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Optional
+
+import typer
+from typer import _click
+from typer.core import TyperCommand
+
+from agentcoordctl import client
+from agentcoordctl.options import (
+    ApiUrl, EtcdEndpoints, Globals, Json, LegacyBackend, StateRoot, dump_json, eprint, selection,
+)
+from agentcoordd import protocol as p
+
+STACK_SELECTOR_ERROR = (
+    "doctor --stack-json requires exactly one of --state-root, --api-url, --etcd-endpoints, "
+    "or --backend"
+)
+
+
+class DoctorCommand(TyperCommand):
+    """Usage errors under --stack-json are exit 64 (the stack contract), not 1."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        given = list(args)  # click's parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except _click.exceptions.UsageError as exc:
+            if "--stack-json" in given:
+                exc.show()
+                raise typer.Exit(p.EXIT_STACK_USAGE) from None
+            raise
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor", cls=DoctorCommand)(doctor)
+
+
+def doctor(
+    json: Json = False,
+    stack_json: Annotated[bool, typer.Option(
+        "--stack-json", help="Component contract v1 for stack aggregators (exit 0/1/2, 64 usage).")
+    ] = False,
+    deep: Annotated[bool, typer.Option(
+        "--deep", help="Read and validate every record; on HTTP also the token's machine and scopes.")
+    ] = False,
+    doctor_prefix: Annotated[Optional[list[str]], typer.Option(
+        "--doctor-prefix", metavar="PREFIX",
+        help="Probe this prefix instead of the default (directory: listed; record path: read).")
+    ] = None,
+    daemon: Annotated[bool, typer.Option(
+        "--daemon", help="Also report agentcoordd: versions, uptime, lanes, outbox, service, "
+        "configured backend.")] = False,
+    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
+    backend: LegacyBackend = None,
+) -> None:
+    """Check backend access and layout (--deep: every record) and this machine's identity."""
+    if stack_json:
+        if json or daemon:
+            eprint("doctor: --stack-json cannot be combined with --json or --daemon")
+            raise typer.Exit(p.EXIT_STACK_USAGE)
+        if sum(1 for v in (state_root, api_url, etcd_endpoints, backend) if v) != 1:
+            eprint(STACK_SELECTOR_ERROR)
+            raise typer.Exit(p.EXIT_STACK_USAGE)
+    message = p.Doctor(deep=deep, stack=stack_json, prefixes=list(doctor_prefix or []),
+                       client_version=client.CLIENT_VERSION,
+                       selection=selection(state_root, api_url, etcd_endpoints, backend))
+    message.caller = client.caller()
+    try:
+        response, _welcome = client.request(message, timeout=Globals.timeout)
+    except client.ClientError as exc:
+        eprint(exc.message)
+        if stack_json:
+            print(dump_json(unreachable_stack(exc.message, state_root, api_url, etcd_endpoints,
+                                              backend, deep)))
+        raise typer.Exit(exc.exit_code) from None
+    for notice in response.notices:
+        eprint(notice)
+    for warning in response.warnings:
+        eprint(f"warning: {warning}")
+    payload = response.payload
+    if not isinstance(payload, dict):
+        if response.error:
+            eprint(response.error)
+        raise typer.Exit(response.exit_code)
+    if stack_json:
+        print(dump_json(payload["stack"]))
+    elif json:
+        report = dict(payload["report"])
+        if daemon:
+            report["daemon"] = payload.get("daemon")
+        print(dump_json(report))
+    else:
+        print(text(payload["report"], payload.get("daemon") if daemon else None))
+    raise typer.Exit(response.exit_code)
+
+
+# ---- text ------------------------------------------------------------------------
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def text(report: dict[str, Any], daemon: dict[str, Any] | None = None) -> str:
+    """The spec's line shapes first (doctor-deep-text.txt), then what carries news."""
+    kind = report.get("backend")
+    lines = [
+        "agent-coord doctor",
+        f"version: {report.get('version')}",
+        f"backend: {kind}",
+        f"backend_repo: {report.get('backend_repo') or ''}",
+    ]
+    if kind == "local":
+        lines.append(f"state_root: {report.get('state_root') or ''}")
+    elif kind in ("http", "etcd"):
+        lines.append(f"backend_url: {report.get('backend_url') or ''}")
+    lines.append(f"mode: {'deep' if report.get('deep') else 'lightweight'}")
+    lines.append(f"status: {report.get('status')}")
+    identity = report.get("environment_identity")
+    if identity is not None:
+        lines += [
+            f"machine_id: {_dash(identity.get('machine_id'))}",
+            f"session_id: {_dash(identity.get('session_id'))}",
+            f"session_source: {identity.get('session_source')}",
+        ]
+        if kind == "http":
+            lines.append(f"token_machine: {_dash(identity.get('token_machine'))}")
+        lines.append(f"machine_match: {identity.get('machine_match')}")
+    if report.get("split_brain_env_file"):
+        lines.append(f"split_brain_env_file: {report['split_brain_env_file']}")
+    if report.get("error"):
+        lines.append(f"error: {report['error']}")
+    if report.get("failing_path"):
+        lines.append(f"failing_path: {report['failing_path']}")
+    if report.get("rotation_command"):
+        lines.append(f"rotate_token: {report['rotation_command']}")
+    for item in report.get("env_file_errors") or []:
+        lines.append(f"env_file_error: {item.get('path')}: {item.get('error')}")
+    if report.get("authenticated_machine") is not None:
+        scopes = report.get("scopes") or {}
+        lines.append(f"authenticated_machine: {report['authenticated_machine']}")
+        lines.append("read_scopes: " + _scopes(scopes.get("read")))
+        lines.append("write_scopes: " + _scopes(scopes.get("write")))
+    for probe in report.get("probes") or []:
+        line = f"probe {probe.get('prefix')} ({probe.get('method')}): {probe.get('status')}"
+        if probe.get("error"):
+            line += f" — {probe['error']}"
+        lines.append(line)
+    for family in report.get("families") or []:
+        line = f"{family.get('prefix')}: {family.get('status')} ({family.get('records')} records"
+        if family.get("invalid_count"):
+            line += f", {family['invalid_count']} invalid"
+        line += ")"
+        if family.get("failing_path"):
+            line += f" {family['failing_path']}"
+        if family.get("error"):
+            line += f" — {family['error']}"
+        lines.append(line)
+        for bad in (family.get("invalid") or [])[1:]:
+            lines.append(f"  invalid: {bad.get('path')}")
+    if daemon is not None:
+        lines += daemon_text(daemon)
+    return "\n".join(lines)
+
+
+def _scopes(values: Any) -> str:
+    if not values:
+        return "-"
+    return ",".join("(all state)" if v == "" else str(v) for v in values)
+
+
+def daemon_text(daemon: dict[str, Any]) -> list[str]:
+    lanes = daemon.get("lanes") or {}
+    outbox = daemon.get("outbox") or {}
+    service = daemon.get("service") or {}
+    configured = daemon.get("configured_backend") or {}
+    version = f"daemon_version: {daemon.get('daemon_version')}"
+    if daemon.get("version_mismatch"):
+        version += (f" (client {daemon.get('client_version')}: MISMATCH — restart the daemon: "
+                    "agentcoordctl daemon stop)")
+    lines = [
+        "daemon",
+        f"socket: {daemon.get('socket')}",
+        f"pid: {daemon.get('pid')}",
+        version,
+        f"client_version: {daemon.get('client_version')}",
+        f"uptime_seconds: {daemon.get('uptime_seconds')}",
+        "keep_alive_lanes: " + (f"{lanes.get('count')} ({lanes.get('failing')} failing)"
+                                if lanes.get("available") else "not available"),
+        f"outbox_depth: {_dash(outbox.get('depth'))}"
+        + (f" ({outbox['error']})" if outbox.get("error") else ""),
+    ]
+    if service.get("installed"):
+        lines.append(f"service: {service.get('manager')} installed, state "
+                     f"{_dash(service.get('state'))}, started by {service.get('started_by')}")
+    else:
+        lines.append(f"service: not installed (started by {service.get('started_by')})")
+    if configured.get("error"):
+        lines.append(f"configured_backend: error — {configured['error']}")
+    else:
+        lines.append(f"configured_backend: {configured.get('kind')} {configured.get('location')} "
+                     f"(from {configured.get('source')})")
+    for item in daemon.get("env_files") or []:
+        if item.get("status") == "absent":
+            continue
+        detail = item.get("error") if item.get("status") == "error" else (
+            f"selects {_dash(item.get('selects'))}, machine {_dash(item.get('machine_id'))}")
+        lines.append(f"env_file: {item.get('path')}: {item.get('status')} ({detail})")
+    return lines
+
+
+# ---- daemon unreachable under --stack-json ----------------------------------------
+
+
+def unreachable_stack(error: str, state_root: str | None, api_url: str | None,
+                      etcd_endpoints: str | None, backend: str | None, deep: bool) -> dict[str, Any]:
+    """A failed component when agentcoordd cannot answer (aggregators still get JSON)."""
+    kind = ("local" if state_root else "http" if api_url else "etcd" if etcd_endpoints
+            else "github")
+    machine = (os.environ.get("AGENT_COORD_MACHINE_ID") or "").strip() or None
+    session, source = None, "unset"
+    for name, label in (("AGENT_COORD_SESSION_ID", "agent_coord_session_id"),
+                        ("CODEX_THREAD_ID", "codex_thread_id")):
+        value = (os.environ.get(name) or "").strip()
+        if value:
+            session, source = value, label
+            break
+    resources = ({"id": "resources.deep", "status": "skipped",
+                  "summary": "Resource evidence was not collected because the backend is unavailable",
+                  "details": {"mode": "deep", "reason": "backend_unavailable"}, "guidance": None}
+                 if deep else
+                 {"id": "resources.deep", "status": "skipped",
+                  "summary": "Deep resource evidence was not requested",
+                  "details": {"mode": "shallow"}, "guidance": None})
+    return {
+        "schema_version": 1,
+        "component": "agent-coordination",
+        "status": "failed",
+        "checks": [
+            {"id": "cli.version", "status": "healthy", "summary": "agent-coord CLI is ready",
+             "details": {"version": client.CLIENT_VERSION}, "guidance": None},
+            {"id": "backend.readability", "status": "failed",
+             "summary": "Coordination backend is not readable",
+             "details": {"backend": kind, "backend_repo": backend,
+                         "backend_url": api_url or etcd_endpoints, "state_root": state_root,
+                         "error": error},
+             "guidance": "Start agentcoordd (systemctl --user start agentcoordd.socket, or run "
+                         "agentcoordd), then rerun the doctor."},
+            resources,
+            {"id": "identity.machine", "status": "skipped",
+             "summary": "Machine identity was not verified against an authenticated backend "
+                        "token machine",
+             "details": {"client_version": client.CLIENT_VERSION, "machine_id": machine,
+                         "session_id": session, "session_source": source,
+                         "token_machine": None, "machine_match": "unverified"},
+             "guidance": None},
+        ],
+    }

@@ -1,0 +1,68 @@
+"""health: the telemetry contract's Dashboard Health Signals and QA per PR.
+
+Exit 0 clean, 1 when any signal fired (like batch-audit's incomplete), 2 when
+the state could not be read. `--json` prints the daemon's payload (the same
+one the dashboard's Health tab shows).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from agentcoordctl.options import (
+    ApiUrl, BatchId, EtcdEndpoints, Json, LegacyBackend, StateRoot, run, selection,
+)
+from agentcoordd import protocol as p
+
+
+def register(app: typer.Typer) -> None:
+    app.command("health")(health)
+
+
+def render(payload: dict[str, Any]) -> str:
+    scope = payload.get("scope") or {}
+    where = f"batch {scope.get('batch_id')}" if scope.get("kind") == "batch" else "all batches"
+    warnings = payload.get("warnings") or []
+    verdict = payload.get("verdict")
+    head = f"health {verdict} ({where})"
+    if warnings:
+        head += f": {len(warnings)} warning{'s' if len(warnings) != 1 else ''}"
+    lines = [head]
+    for warning in warnings:
+        lines.append(f"- {warning.get('signal')}: {warning.get('message')}")
+    counts = {k: v for k, v in (payload.get("signals") or {}).items() if v}
+    if counts:
+        lines.append("signals: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+    qa = payload.get("qa") or []
+    lines.append("qa")
+    if not qa:
+        lines.append("- no pull requests")
+    for row in qa:
+        line = f"- {row.get('repo')}#{row.get('target')} {row.get('qa')}"
+        if row.get("batch_id"):
+            line += f" batch {row['batch_id']}"
+        if row.get("qa_at"):
+            line += f" at {row['qa_at']}"
+        if row.get("qa_message"):
+            line += f": {row['qa_message']}"
+        lines.append(line)
+    for item in payload.get("unreadable") or []:
+        lines.append(f"unreadable: {item.get('path')}: {item.get('reason')}")
+    for error in payload.get("errors") or []:
+        lines.append(f"error: {error}")
+    for prefix in payload.get("partial") or []:
+        lines.append(f"partial listing: {prefix}")
+    return "\n".join(lines)
+
+
+def health(
+    batch_id: BatchId = None, json: Json = False,
+    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
+    backend: LegacyBackend = None,
+) -> None:
+    """Telemetry health signals and QA per PR: exit 0 clean, 1 warnings, 2 unreadable."""
+    run(p.Health(batch_id=batch_id,
+                 selection=selection(state_root, api_url, etcd_endpoints, backend)),
+        as_json=json, text=render)

@@ -1,0 +1,121 @@
+"""Keep-alive options (claim/heartbeat/run) and `lanes [--json]` / `lanes stop --agent-id ID`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from agentcoordctl.options import Json, OptAgentId, fail, run
+from agentcoordd import protocol as p
+
+KeepAliveFlag = Annotated[bool, typer.Option(
+    "--keep-alive", help="Have agentcoordd renew this lane's heartbeat until the lane ends.",
+    rich_help_panel="Keep-alive")]
+RenewEvery = Annotated[Optional[float], typer.Option(
+    "--renew-every", metavar="SECONDS", help="Renewal interval (default: heartbeat TTL / 3).",
+    rich_help_panel="Keep-alive")]
+WatchPid = Annotated[Optional[str], typer.Option(
+    "--watch-pid", metavar="PID|auto",
+    help="End renewal when this process exits; auto: the nearest codex/claude ancestor "
+    "(hosts from $AGENT_COORD_AGENT_HOSTS).", rich_help_panel="Keep-alive")]
+IdleTimeout = Annotated[Optional[float], typer.Option(
+    "--idle-timeout", metavar="SECONDS",
+    help="End renewal when no ctl call for this agent came for this long (default 7200).",
+    rich_help_panel="Keep-alive")]
+HeartbeatTtl = Annotated[Optional[int], typer.Option(
+    "--heartbeat-ttl", metavar="SECONDS",
+    help="TTL of the lane's heartbeat (claim --keep-alive / run; default 900).",
+    rich_help_panel="Keep-alive")]
+
+
+def keep_alive(enabled: bool, *, renew_every: float | None, watch_pid: str | None,
+               idle_timeout: float | None, heartbeat_ttl: int | None = None) -> p.KeepAlive | None:
+    """The wire form of the keep-alive flags; the flags without --keep-alive are a usage error."""
+    given = [name for name, value in (("--renew-every", renew_every), ("--watch-pid", watch_pid),
+                                      ("--idle-timeout", idle_timeout),
+                                      ("--heartbeat-ttl", heartbeat_ttl)) if value is not None]
+    if not enabled:
+        if given:
+            raise fail(f"{given[0]} needs --keep-alive", p.EXIT_USAGE)
+        return None
+    pid: int | None = None
+    auto = False
+    if watch_pid is not None:
+        if watch_pid.strip().lower() == "auto":
+            auto = True
+        elif watch_pid.strip().isdigit() and int(watch_pid) > 0:
+            pid = int(watch_pid)
+        else:
+            raise fail(f"--watch-pid must be a process id or auto: {watch_pid}", p.EXIT_USAGE)
+    return p.KeepAlive(renew_every=renew_every, watch_pid=pid, watch_auto=auto,
+                       idle_timeout=idle_timeout, heartbeat_ttl=heartbeat_ttl)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("lanes")(lanes)
+
+
+def lanes(
+    action: Annotated[Optional[str], typer.Argument(metavar="[stop]",
+                                                    help="stop: end one agent's lane.")] = None,
+    agent_id: OptAgentId = None,
+    json: Json = False,
+) -> None:
+    """Keep-alive lanes agentcoordd renews (agent, target, batch, last success/error, next due,
+    lag, watched pid, state); `lanes stop --agent-id ID` ends one."""
+    if action is None:
+        run(p.Lanes(agent_id=agent_id), as_json=json, text=render_lanes)
+    if action != "stop":
+        raise fail(f"unknown lanes action: {action} (expected: stop)", p.EXIT_USAGE)
+    if not agent_id:
+        raise fail("lanes stop needs --agent-id ID", p.EXIT_USAGE)
+    run(p.LanesStop(agent_id=agent_id), as_json=json, text=render_stopped)
+
+
+def _age(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def render_lanes(payload: dict[str, Any]) -> str:
+    rows = payload.get("lanes") or []
+    if not rows:
+        return "no keep-alive lanes"
+    header = ("AGENT", "TARGET", "BATCH", "STATE", "LAST SUCCESS", "LAST ERROR", "NEXT DUE", "LAG",
+              "WATCH PID")
+    table = [header]
+    for row in rows:
+        state = row.get("state") or "?"
+        if state == "fenced" and row.get("new_holder"):
+            state = f"fenced (by {row['new_holder']})"
+        elif state == "ended" and row.get("end_reason"):
+            state = f"ended ({row['end_reason']})"
+        target = f"{row['repo']}#{row['target']}" if row.get("repo") and row.get("target") else "-"
+        table.append((
+            str(row.get("agent_id")), target, row.get("batch_id") or "-", state,
+            row.get("last_success") or "-", (row.get("last_error") or "-")[:60],
+            _age(row.get("next_due_in")), _age(row.get("lag")),
+            str(row.get("watch_pid") or "-"),
+        ))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in table]
+    summary = payload.get("summary") or {}
+    if summary.get("status"):
+        lines.append(summary["status"])
+    return "\n".join(lines)
+
+
+def render_stopped(payload: dict[str, Any]) -> str:
+    return "\n".join(f"stopped keep-alive lane {row.get('agent_id')} ({row.get('backend')})"
+                     for row in payload.get("stopped") or [])
+
+
+def lane_state(agent_id: str) -> dict[str, Any] | None:
+    """This agent's lane as the daemon lists it (for `run`), or None."""
+    from agentcoordctl import client
+
+    message = p.Lanes(agent_id=agent_id)
+    message.caller = client.caller()
+    response, _ = client.request(message, timeout=10.0)
+    rows = (response.payload or {}).get("lanes") if isinstance(response.payload, dict) else None
+    return rows[0] if rows else None

@@ -1,0 +1,205 @@
+"""`run --agent-id … --repo … --target … [claim flags] -- COMMAND …`.
+
+Claim first (exit 3 if refused, COMMAND never runs), with a keep-alive lane
+that watches COMMAND's pid: the child is forked before the claim and held at
+a gate, so the daemon watches the very process that then execs COMMAND (exec
+keeps pid and start time). SIGINT/SIGTERM/SIGHUP are forwarded to it. When it
+exits the claim is released (`--done-on-success`: `--terminal done` on exit
+0) and ctl exits with COMMAND's code (128+N when a signal N killed it). If the
+claim is fenced while COMMAND runs (someone took it over), COMMAND gets
+SIGTERM after `--fence-grace` seconds, then SIGKILL after as long again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import Annotated, Any, Optional
+
+import typer
+
+from agentcoordctl import client, lanes, render
+from agentcoordctl.lanes import HeartbeatTtl, IdleTimeout, RenewEvery
+from agentcoordctl.options import (
+    AgentId, ApiUrl, BatchId, Branch, ChatHandle, DashboardUrl, EtcdEndpoints, Generation, Host,
+    InstanceId, LegacyBackend, Operator, Phase, PrUrl, Repo, StateRoot, Synthetic, SyntheticKind,
+    Target, ThreadHandle, Ttl, eprint, fail, metadata, selection, send,
+)
+from agentcoordd import protocol as p
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# The lane ends with COMMAND (its pid is watched); an idle timer would only cut
+# a long command's keep-alive short.
+RUN_IDLE_TIMEOUT = 365 * 86400.0
+POLL = 0.05
+LANE_POLL = 2.0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run", context_settings={"allow_interspersed_args": False})(run_command)
+
+
+def run_command(
+    command: Annotated[list[str], typer.Argument(metavar="-- COMMAND [ARGS]...",
+                                                 help="What to run while holding the claim.")],
+    agent_id: AgentId, repo: Repo, target: Target, batch_id: BatchId = None, branch: Branch = None,
+    ttl: Ttl = None,
+    renew_every: RenewEvery = None, idle_timeout: IdleTimeout = None,
+    heartbeat_ttl: HeartbeatTtl = None,
+    fence_grace: Annotated[float, typer.Option(
+        "--fence-grace", metavar="SECONDS",
+        help="After a takeover: SIGTERM COMMAND after this long, SIGKILL after as long again.")] = 10.0,
+    done_on_success: Annotated[bool, typer.Option(
+        "--done-on-success", help="Release with --terminal done when COMMAND exits 0.")] = False,
+    thread_handle: ThreadHandle = None, chat_handle: ChatHandle = None, host: Host = None,
+    pr_url: PrUrl = None, dashboard_url: DashboardUrl = None, operator: Operator = None,
+    phase: Phase = None, generation: Generation = None, instance_id: InstanceId = None,
+    synthetic: Synthetic = False, synthetic_kind: SyntheticKind = None,
+    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
+    backend: LegacyBackend = None,
+) -> None:
+    """Claim, run COMMAND with a keep-alive lane watching it, release, exit with its code."""
+    if not command:
+        raise fail("run needs a command: agentcoordctl run … -- COMMAND [ARGS]", p.EXIT_USAGE)
+    if fence_grace < 0:
+        raise fail("--fence-grace must not be negative", p.EXIT_USAGE)
+    meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
+                    dashboard_url=dashboard_url, operator=operator, phase=phase,
+                    generation=generation, instance_id=instance_id, synthetic=synthetic,
+                    synthetic_kind=synthetic_kind)
+    chosen = selection(state_root, api_url, etcd_endpoints, backend)
+
+    child, gate = _fork_gated(command)
+    ka = lanes.keep_alive(True, renew_every=renew_every, watch_pid=str(child),
+                          idle_timeout=idle_timeout or RUN_IDLE_TIMEOUT, heartbeat_ttl=heartbeat_ttl)
+    try:
+        response = send(p.Claim(agent_id=agent_id, repo=repo, target=target, batch_id=batch_id,
+                                branch=branch, ttl=ttl, meta=meta, keep_alive=ka,
+                                selection=chosen))
+    except BaseException:
+        _abort(child, gate)
+        raise
+    _report(response, render.claim)
+    if response.exit_code != 0:
+        _abort(child, gate)
+        raise typer.Exit(response.exit_code)
+
+    for signum in FORWARDED:
+        signal.signal(signum, lambda s, _f: _forward(child, s))
+    os.write(gate, b"1")
+    os.close(gate)
+    code, fenced = _supervise(child, agent_id, fence_grace, renew_every)
+
+    if fenced:
+        eprint(f"agentcoordctl run: not releasing {repo}#{target}: the claim was taken over")
+    else:
+        terminal = "done" if done_on_success and code == 0 else None
+        try:
+            released = send(p.Release(agent_id=agent_id, repo=repo, target=target,
+                                      terminal=terminal, selection=chosen))
+        except typer.Exit:
+            released = None
+        if released is not None:
+            _report(released, render.release)
+    raise typer.Exit(code)
+
+
+def _fork_gated(command: list[str]) -> tuple[int, int]:
+    """Fork a child that execs COMMAND only once the gate says so."""
+    read_end, write_end = os.pipe()  # both close-on-exec
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # child
+        try:
+            os.close(write_end)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            go = os.read(read_end, 1)
+            os.close(read_end)
+            if go != b"1":
+                os._exit(125)
+            os.execvp(command[0], command)
+        except FileNotFoundError:
+            os.write(2, f"agentcoordctl run: command not found: {command[0]}\n".encode())
+            os._exit(127)
+        except BaseException as exc:  # noqa: BLE001 - never return into ctl's code in the child
+            os.write(2, f"agentcoordctl run: cannot run {command[0]}: {exc}\n".encode())
+            os._exit(126)
+    os.close(read_end)
+    return pid, write_end
+
+
+def _abort(child: int, gate: int) -> None:
+    """The claim failed: the child exits at the closed gate without running COMMAND."""
+    try:
+        os.close(gate)
+    except OSError:
+        pass
+    try:
+        os.waitpid(child, 0)
+    except ChildProcessError:
+        pass
+
+
+def _forward(child: int, signum: int) -> None:
+    try:
+        os.kill(child, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _report(response: p.Response, text: Any) -> None:
+    """A claim/release answer on stderr: stdout belongs to COMMAND."""
+    for notice in response.notices:
+        eprint(notice)
+    for warning in response.warnings:
+        eprint(f"warning: {warning}")
+    if response.error:
+        eprint(response.error)
+    if response.exit_code == 0 and isinstance(response.payload, dict):
+        line = text(response.payload)
+        if line:
+            eprint(line)
+
+
+def _supervise(child: int, agent_id: str, grace: float, renew_every: float | None) -> tuple[int, bool]:
+    """Wait for the child; enforce the fence grace. Returns (exit code, fenced)."""
+    poll_every = min(LANE_POLL, renew_every) if renew_every else LANE_POLL
+    next_poll = time.monotonic() + poll_every
+    fenced_at: float | None = None
+    termed_at: float | None = None
+    killed = False
+    while True:
+        try:
+            pid, status = os.waitpid(child, os.WNOHANG)
+        except ChildProcessError:
+            return 1, fenced_at is not None
+        if pid == child:
+            if os.WIFSIGNALED(status):
+                return 128 + os.WTERMSIG(status), fenced_at is not None
+            return os.WEXITSTATUS(status), fenced_at is not None
+        now = time.monotonic()
+        if fenced_at is None and now >= next_poll:
+            next_poll = now + poll_every
+            row = _lane(agent_id)
+            if row is not None and row.get("state") == "fenced":
+                fenced_at = now
+                eprint(f"agentcoordctl run: the claim was taken over by "
+                       f"{row.get('new_holder') or 'another agent'}; stopping COMMAND in {grace:g}s")
+        if fenced_at is not None:
+            if termed_at is None and now >= fenced_at + grace:
+                termed_at = now
+                _forward(child, signal.SIGTERM)
+            elif termed_at is not None and not killed and now >= termed_at + grace:
+                killed = True
+                _forward(child, signal.SIGKILL)
+        time.sleep(POLL)
+
+
+def _lane(agent_id: str) -> dict[str, Any] | None:
+    try:
+        return lanes.lane_state(agent_id)
+    except client.ClientError:
+        return None

@@ -1,0 +1,167 @@
+"""`wait`: block until a coordination condition holds (exit 0) or --timeout passes (exit 2).
+
+    wait --until-unblocked --batch-id B --lane L   every dependency of lane L is satisfied
+    wait --until-free --repo R --target T          a claim on R#T would succeed now
+    wait --until-complete --batch-id B             every lane of B reports a terminal status
+
+Each poll is one `status` request answered by the daemon's status use case
+(batch or target scope). An UNKNOWN answer (backend trouble) is not the
+condition: waiting goes on, and the reason is shown once.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Optional
+
+import typer
+
+from agentcoordctl import client
+from agentcoordctl.options import (
+    ApiUrl, EtcdEndpoints, Json, LegacyBackend, OptRepo, OptTarget, StateRoot, dump_json, eprint,
+    fail, selection,
+)
+from agentcoordd import protocol as p
+
+DEFAULT_TIMEOUT = 3600.0
+REQUEST_TIMEOUT = 30.0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("wait")(wait)
+
+
+def wait(
+    until_unblocked: Annotated[bool, typer.Option("--until-unblocked",
+                                                  help="Until lane --lane of --batch-id is unblocked.")] = False,
+    until_free: Annotated[bool, typer.Option("--until-free",
+                                             help="Until --repo/--target can be claimed.")] = False,
+    until_complete: Annotated[bool, typer.Option("--until-complete",
+                                                 help="Until every lane of --batch-id is terminal.")] = False,
+    batch_id: Annotated[Optional[str], typer.Option("--batch-id", metavar="ID")] = None,
+    lane: Annotated[Optional[str], typer.Option("--lane", metavar="LANE")] = None,
+    repo: OptRepo = None, target: OptTarget = None,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS",
+                                           help="Give up after this long: exit 2 (default 3600).")] = DEFAULT_TIMEOUT,
+    interval: Annotated[float, typer.Option("--interval", metavar="SECONDS",
+                                            help="Seconds between checks (default 1).")] = 1.0,
+    json: Json = False,
+    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
+    backend: LegacyBackend = None,
+) -> None:
+    """Block until a lane is unblocked, a target is free, or a batch is complete."""
+    modes = [m for m, on in (("until-unblocked", until_unblocked), ("until-free", until_free),
+                             ("until-complete", until_complete)) if on]
+    if len(modes) != 1:
+        raise fail("choose exactly one of --until-unblocked, --until-free, --until-complete",
+                   p.EXIT_USAGE)
+    mode = modes[0]
+    if mode in ("until-unblocked", "until-complete") and not batch_id:
+        raise fail(f"--{mode} needs --batch-id", p.EXIT_USAGE)
+    if mode == "until-unblocked" and not lane:
+        raise fail("--until-unblocked needs --lane", p.EXIT_USAGE)
+    if mode == "until-free" and not (repo and target):
+        raise fail("--until-free needs --repo and --target", p.EXIT_USAGE)
+    if timeout <= 0 or interval <= 0:
+        raise fail("--timeout and --interval must be positive", p.EXIT_USAGE)
+    chosen = selection(state_root, api_url, etcd_endpoints, backend)
+    started = time.monotonic()
+    deadline = started + timeout
+    shown = ""
+    while True:
+        if mode == "until-free":
+            request: Any = p.Status(repo=repo, target=target, selection=chosen)
+        else:
+            request = p.Status(batch_id=batch_id, events=0, selection=chosen)
+        request.caller = client.caller()
+        remaining = deadline - time.monotonic()
+        try:
+            response, _ = client.request(request, timeout=max(min(REQUEST_TIMEOUT, remaining), 1.0))
+        except client.ClientError as exc:
+            met, why = False, exc.message
+        else:
+            if response.exit_code == p.EXIT_USAGE:
+                raise fail(response.error or "usage error", p.EXIT_USAGE)
+            if response.exit_code != 0 or not isinstance(response.payload, dict):
+                met, why = False, response.error or "status is UNKNOWN (backend trouble)"
+            else:
+                met, why = CHECKS[mode](response.payload, batch_id=batch_id, lane=lane)
+        waited = round(time.monotonic() - started, 3)
+        if met:
+            if json:
+                print(dump_json({"condition": mode, "met": True, "waited_seconds": waited,
+                                 "detail": why}))
+            else:
+                print(f"{mode.removeprefix('until-')}: {why}")
+            raise typer.Exit(0)
+        if why != shown:
+            shown = why
+            eprint(f"waiting: {why}")
+        if time.monotonic() + interval > deadline:
+            if json:
+                print(dump_json({"condition": mode, "met": False, "waited_seconds": waited,
+                                 "detail": why}))
+            eprint(f"wait: timed out after {timeout:g}s ({why})")
+            raise typer.Exit(p.EXIT_OPERATIONAL)
+        time.sleep(interval)
+
+
+def _batch(payload: dict[str, Any]) -> dict[str, Any] | None:
+    batches = payload.get("batches") or []
+    return batches[0] if batches and isinstance(batches[0], dict) else None
+
+
+def unblocked(payload: dict[str, Any], *, batch_id: str | None, lane: str | None) -> tuple[bool, str]:
+    batch = _batch(payload)
+    if batch is None:
+        return False, f"batch {batch_id} not found"
+    for row in batch.get("lanes") or []:
+        if isinstance(row, dict) and row.get("name") == lane:
+            blocked = row.get("blocked_on") or []
+            if not blocked:
+                return True, f"lane {lane} of {batch_id} is unblocked"
+            return False, f"lane {lane} of {batch_id} blocked on {', '.join(map(str, blocked))}"
+    return False, f"lane {lane} not in batch {batch_id}"
+
+
+def complete(payload: dict[str, Any], *, batch_id: str | None, lane: str | None) -> tuple[bool, str]:
+    from agentcoordd.model.status import is_terminal, satisfies_dependency
+
+    batch = _batch(payload)
+    if batch is None:
+        return False, f"batch {batch_id} not found"
+    rows = [row for row in batch.get("lanes") or [] if isinstance(row, dict)]
+    if not rows:
+        return False, f"batch {batch_id} has no lanes"
+    open_lanes = [f"{row.get('name')} ({row.get('status')})" for row in rows
+                  if not (is_terminal(row.get("status")) or satisfies_dependency(row.get("status")))]
+    if not open_lanes:
+        return True, f"every lane of {batch_id} is terminal"
+    return False, f"batch {batch_id} open lanes: {', '.join(open_lanes)}"
+
+
+def free(payload: dict[str, Any], *, batch_id: str | None, lane: str | None) -> tuple[bool, str]:
+    scope = payload.get("scope") or {}
+    label = f"{scope.get('repo')}#{scope.get('target')}"
+    claims = payload.get("claims") or []
+    claim = claims[0] if claims and isinstance(claims[0], dict) else None
+    if claim is None:
+        return True, f"{label} has no claim"
+    if claim.get("status") != "active":
+        return True, f"{label} is {claim.get('status')}"
+    holder = claim.get("agent_id")
+    beats = [h for h in payload.get("heartbeats") or [] if isinstance(h, dict)]
+    beat = next((h for h in beats if h.get("agent_id") == holder), None)
+    if beat is not None:
+        if beat.get("liveness") == "dead":
+            return True, f"{label} holder {holder} is dead (claimable)"
+        return False, f"{label} held by {holder} (heartbeat {beat.get('liveness')})"
+    from agentcoordd.model.timefmt import parse_ts
+
+    expires = parse_ts(claim.get("expires_at"))
+    if expires is not None and expires.timestamp() <= time.time():
+        return True, f"{label} claim by {holder} expired without a heartbeat (claimable)"
+    return False, f"{label} held by {holder} (no heartbeat; claim expires {claim.get('expires_at')})"
+
+
+CHECKS = {"until-unblocked": unblocked, "until-complete": complete, "until-free": free}

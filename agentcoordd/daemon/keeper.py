@@ -1,0 +1,653 @@
+"""Keep-alive lanes inside the daemon: registration, touches, fencing warnings,
+the one RenewalLoop for every lane, persistence, resume, and sd_notify.
+
+Pieces used (each tested on its own): `coord.keepalive.renew` (re-read +
+CAS-write of updated_at/expires_at, fenced by the claim's identity),
+`daemon.renewal` (the timer queue and its loop on the boot-time clock),
+`daemon.lanes` (the token-free registration file, watched pids).
+
+How a lane lives
+* `claim --keep-alive` / `heartbeat --keep-alive` register it after their write
+  succeeded (claim also writes the lane's heartbeat, status in_progress). A
+  claim lane remembers the claim's `Fence`.
+* Every request carrying the lane's agent id touches it (idle timer); for a
+  fenced lane the reply carries a warning naming the new holder. A live lane
+  with a fence is re-checked first, so the warning does not depend on the
+  renewal loop having run since a takeover (a stalled daemon, say).
+* Release, a terminal heartbeat status, lane_closed, `lanes stop`, the
+  watched process exiting, the idle timeout, a takeover (fenced) end it; the
+  end is recorded as a `lane.keepalive_ended` event when the lane has a batch.
+* Live lanes are saved (atomically, 0600, no tokens) whenever they change and
+  resumed on start; lanes whose watched process is gone are dropped, with
+  the event. Tokens come back from the machine's configuration.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime as dt
+import os
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from agentcoordd import protocol as p
+from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.keepalive import Fence, LaneEnded, check_fence, renew
+from agentcoordd.daemon import backends, sdnotify
+from agentcoordd.daemon.clock import boottime
+from agentcoordd.daemon.lanes import (
+    DEFAULT_AGENT_HOSTS,
+    LaneRegistry,
+    LaneSpec,
+    find_agent_ancestor,
+    pid_alive,
+    process_start_time,
+)
+from agentcoordd.daemon.renewal import DEFAULT_IDLE_TIMEOUT, Lane, RenewalLoop, Schedule
+from agentcoordd.model.errors import UsageError
+from agentcoordd.model.status import is_terminal
+from agentcoordd.model.timefmt import format_ts
+
+if TYPE_CHECKING:
+    from agentcoordd.daemon.dispatch import Dispatcher
+
+DEFAULT_HEARTBEAT_TTL = 15 * 60
+EVENT_TYPE = "lane.keepalive_ended"
+HOSTS_VAR = "AGENT_COORD_AGENT_HOSTS"
+SAVE_INTERVAL = 0.25  # coalesce registry writes; at most one in flight
+STATUS_INTERVAL = 5.0
+PRUNE_INTERVAL = 30.0
+KEEP_ENDED = 3600.0  # ended lanes stay listed (and fenced ones keep warning) this long
+WATCH_INTERVAL = 0.5  # how often watched pids are checked (kill -> end within ~1 s)
+LAG_SAMPLES = 200_000
+BATCH_WINDOW = 0.02  # renew what is due in batches: at most this late, far fewer wakes
+
+REASON_TEXT = {
+    "released": "the claim was released",
+    "lane_closed": "the lane was closed",
+    "terminal": "the heartbeat reports a terminal status",
+    "stopped": "`agentcoordctl lanes stop`",
+    "watched_process_exited": "the watched process exited",
+    "idle_timeout": "no ctl call touched the lane within its idle timeout",
+    "fenced": "the claim moved to another holder",
+    "heartbeat_missing": "the heartbeat no longer exists",
+}
+
+
+def backend_key(resolved: backends.Resolved) -> str:
+    """The selection without any credential: kind and location (+ options)."""
+    kind, location, _credential = resolved.key
+    return f"{kind}:{location}"
+
+
+def persisted_backend(resolved: backends.Resolved) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": backend_key(resolved), "kind": resolved.kind,
+                           "location": resolved.location, "source": resolved.source}
+    if resolved.user:
+        out["user"] = resolved.user
+    options = getattr(resolved, "options", ())
+    if options:
+        out["options"] = [list(pair) for pair in options]
+    if resolved.implicit:
+        out["implicit"] = True
+    return out
+
+
+def resolve_persisted(backend: Mapping[str, Any], daemon_env: Mapping[str, str] | None = None) -> backends.Resolved:
+    """A lane's backend after a restart: the persisted selection, with the token
+    (and options) taken from the machine's configuration when it names the same
+    backend. Nothing secret was ever persisted."""
+    env = dict(os.environ if daemon_env is None else daemon_env)
+    kind = backend.get("kind", "local")
+    location = backend.get("location", "")
+    if kind != "local":
+        with contextlib.suppress(Exception):
+            machine = backends.resolve(p.Selection(), env, "/", env)
+            if backend_key(machine) == backend.get("key"):
+                return machine
+    kwargs: dict[str, Any] = {}
+    options = backend.get("options")
+    if options and "options" in backends.Resolved.__dataclass_fields__:
+        kwargs["options"] = tuple(tuple(pair) for pair in options)
+    return backends.Resolved(kind, location, "lane registration", None, user=backend.get("user"),
+                             implicit=bool(backend.get("implicit")), **kwargs)
+
+
+def _iso(wall: float | None) -> str | None:
+    if wall is None:
+        return None
+    return format_ts(dt.datetime.fromtimestamp(wall, dt.timezone.utc))
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
+
+
+class _Blocking:
+    """A blocking store's calls behind the async Store methods `renew` uses, for
+    running the whole use case inside one worker thread (see `_drive`)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    async def get(self, path: str) -> Any:
+        return self._store.get_sync(path)
+
+    async def replace(self, path: str, data: Any, version: str) -> str:
+        return self._store.write_sync(path, data, version)
+
+
+def _drive(coro: Any) -> Any:
+    """Run a coroutine that never suspends (all its awaits are `_Blocking` calls)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("renewal suspended inside a worker thread")
+
+
+class LaneKeeper:
+    def __init__(self, dispatcher: Dispatcher, state_dir: str, *, log: Any = None) -> None:
+        self.d = dispatcher
+        self.log = log
+        self.registry = LaneRegistry(state_dir)
+        self.schedule = Schedule()
+        self.specs: dict[str, LaneSpec] = {}
+        self.resolved: dict[str, backends.Resolved] = {}  # in memory only (may hold a token)
+        self.ended_at: dict[str, float] = {}
+        self.renewals = 0
+        self.renewal_failures = 0
+        self.lags: collections.deque[float] = collections.deque(maxlen=LAG_SAMPLES)
+        self.loop = RenewalLoop(
+            self.schedule, timer=boottime, wall=time.time, renew=self._renew, on_end=self._on_end,
+            pid_alive=self._pid_alive, on_tick=self._tick, max_sleep=WATCH_INTERVAL,
+            watch_interval=WATCH_INTERVAL, min_sleep=BATCH_WINDOW,
+        )
+        self._pid_starts: dict[int, int | None] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._dirty = False
+        self._save_wake = anyio.Event()
+        self._last_watchdog = 0.0
+        self._last_status = 0.0
+        self._last_status_text = ""
+        self._last_prune = 0.0
+        self._watchdog = sdnotify.watchdog_interval()
+        self.load_warning: str | None = None
+
+    # ---- running -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Resume saved lanes, then renew until cancelled (daemon shutdown)."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await self._resume()
+                tg.start_soon(self._saver)
+                while True:
+                    try:
+                        await self.loop.run()
+                    except Exception:  # noqa: BLE001 - a bug must not stop every lane's renewal
+                        if self.log is not None:
+                            self.log.exception("renewal loop failed; restarting it")
+                        await anyio.sleep(1.0)
+        finally:
+            self._tg = None
+            sdnotify.notify("STOPPING=1")
+
+    def close(self) -> None:
+        """Final save at shutdown (after in-flight requests drained)."""
+        if self._dirty:
+            self._save_now()
+
+    def _mark_dirty(self) -> None:
+        self._dirty = True
+        self._save_wake.set()
+
+    def _live_specs(self) -> list[LaneSpec]:
+        return [spec for key, spec in self.specs.items()
+                if (lane := self.schedule.lanes.get(key)) is not None and lane.live]
+
+    def _save_now(self) -> None:
+        self._dirty = False
+        try:
+            self.registry.save(self._live_specs())
+        except (OSError, ValueError) as exc:
+            self._dirty = True
+            self._log("warning", "lanes file not saved", error=str(exc))
+
+    async def _saver(self) -> None:
+        while True:
+            await self._save_wake.wait()
+            self._save_wake = anyio.Event()
+            if not self._dirty:
+                continue
+            self._dirty = False
+            specs = self._live_specs()
+            try:
+                await anyio.to_thread.run_sync(self.registry.save, specs)
+            except (OSError, ValueError) as exc:
+                self._dirty = True
+                self._log("warning", "lanes file not saved", error=str(exc))
+            await anyio.sleep(SAVE_INTERVAL)
+
+    async def _resume(self) -> None:
+        specs, warning = self.registry.load()
+        if warning:
+            self.load_warning = warning
+            self._log("warning", "lanes file set aside", reason=warning)
+        dropped = 0
+        for spec in specs:
+            if spec.watch_pid and not pid_alive(spec.watch_pid, spec.watch_pid_start):
+                dropped += 1
+                self._log("info", "lane dropped at resume", agent_id=spec.agent_id,
+                          reason="watched_process_exited", watch_pid=spec.watch_pid)
+                if spec.batch_id and self._tg is not None:
+                    resolved = resolve_persisted(spec.backend)
+                    self._tg.start_soon(self._end_event, spec, resolved, "watched_process_exited",
+                                        None, "watched process exited while agentcoordd was down")
+                continue
+            idle_for = max(0.0, time.time() - (spec.touched_wall or time.time()))
+            self._add(spec, resolve_persisted(spec.backend), due_now=True,
+                      touched=boottime() - idle_for)
+        if specs:
+            self._log("info", "lanes resumed", resumed=len(specs) - dropped, dropped=dropped)
+        if dropped:
+            self._mark_dirty()
+
+    # ---- the loop's callbacks -----------------------------------------------------
+
+    def _pid_alive(self, pid: int) -> bool:
+        return pid_alive(pid, self._pid_starts.get(pid))
+
+    async def _renew(self, lane: Lane) -> None:
+        spec = self.specs[lane.key]
+        due = lane.next_due
+        store = self.d.pool.get(self.resolved[lane.key])
+        try:
+            if hasattr(store, "get_sync") and hasattr(store, "write_sync"):
+                # A blocking store (local files): the whole renewal in one worker-thread
+                # hop instead of one per read/write — the same use case, driven inline.
+                ctx = Ctx(store=_Blocking(store), clock=self.d.clock)  # type: ignore[arg-type]
+                await anyio.to_thread.run_sync(
+                    _drive, renew(ctx, agent_id=spec.agent_id, ttl=spec.ttl, fence=spec.fence))
+            else:
+                ctx = Ctx(store=store, clock=self.d.clock)
+                await renew(ctx, agent_id=spec.agent_id, ttl=spec.ttl, fence=spec.fence)
+        except LaneEnded as exc:
+            lane.info["new_holder"] = exc.new_holder
+            lane.info["end_message"] = exc.message
+            raise
+        except Exception:
+            self.renewal_failures += 1
+            raise
+        lag = max(0.0, boottime() - due)
+        lane.info["lag"] = lag
+        self.lags.append(lag)
+        self.renewals += 1
+
+    async def _on_end(self, lane: Lane) -> None:
+        self.ended_at[lane.key] = time.time()
+        spec = self.specs.get(lane.key)
+        self._mark_dirty()
+        self.loop.wake()
+        if spec is None:
+            return
+        self._log("info", "lane ended", agent_id=spec.agent_id, reason=lane.end_reason,
+                  state=lane.state, new_holder=lane.info.get("new_holder"))
+        if spec.batch_id and self._tg is not None:
+            self._tg.start_soon(self._end_event, spec, self.resolved.get(lane.key),
+                                lane.end_reason or "ended", lane.info.get("new_holder"),
+                                lane.info.get("end_message"))
+
+    async def _end_event(self, spec: LaneSpec, resolved: backends.Resolved | None, reason: str,
+                         new_holder: str | None, detail: str | None) -> None:
+        from agentcoordd.coord.events import emit
+
+        if resolved is None or not spec.batch_id:
+            return
+        message = f"keep-alive renewal ended: {REASON_TEXT.get(reason, reason)}"
+        if new_holder:
+            message += f" (new holder {new_holder})"
+        fields: dict[str, Any] = {"agent_id": spec.agent_id, "reason": reason, "message": message}
+        if spec.repo:
+            fields["repo"] = spec.repo
+        if spec.target:
+            fields["target"] = spec.target
+        try:
+            ctx = Ctx(store=self.d.pool.get(resolved), clock=self.d.clock)
+            await emit(ctx, spec.batch_id, EVENT_TYPE, fields)
+        except Exception as exc:  # noqa: BLE001 - an event is best effort; log it
+            self._log("warning", "lane end event not recorded", agent_id=spec.agent_id, error=str(exc))
+            return
+        for warning in ctx.warnings:
+            self._log("warning", "lane end event", agent_id=spec.agent_id, detail=warning)
+
+    def _tick(self) -> None:
+        now = boottime()
+        if self._watchdog and now - self._last_watchdog >= self._watchdog:
+            self._last_watchdog = now
+            sdnotify.notify("WATCHDOG=1")
+        if now - self._last_status >= STATUS_INTERVAL:
+            self._last_status = now
+            text = self.status_line()
+            if text != self._last_status_text:
+                self._last_status_text = text
+                sdnotify.notify(f"STATUS={text}")
+        if now - self._last_prune >= PRUNE_INTERVAL:
+            self._last_prune = now
+            self._prune()
+
+    def _prune(self) -> None:
+        cutoff = time.time() - KEEP_ENDED
+        for key, at in list(self.ended_at.items()):
+            lane = self.schedule.lanes.get(key)
+            if lane is not None and lane.live:
+                self.ended_at.pop(key, None)
+            elif at < cutoff:
+                self._forget(key)
+
+    def _forget(self, key: str) -> None:
+        self.schedule.forget(key)
+        self.specs.pop(key, None)
+        self.resolved.pop(key, None)
+        self.ended_at.pop(key, None)
+
+    def status_line(self) -> str:
+        live = [lane for lane in self.schedule.lanes.values() if lane.live]
+        failing = [lane for lane in live if lane.state == "backoff"]
+        health: dict[str, str] = {}
+        for lane in live:
+            spec = self.specs.get(lane.key)
+            name = spec.backend.get("kind", "?") if spec else "?"
+            if lane.state == "backoff":
+                health[name] = "failing"
+            else:
+                health.setdefault(name, "ok")
+        backends_text = ", ".join(f"{k} {v}" for k, v in sorted(health.items())) or "none in use"
+        return f"{len(live)} keep-alive lanes, {len(failing)} failing; backends: {backends_text}"
+
+    # ---- requests ---------------------------------------------------------------
+
+    def key_for(self, resolved: backends.Resolved, agent_id: str) -> str:
+        return f"{backend_key(resolved)}|{agent_id}"
+
+    def validate(self, request: Any) -> None:
+        """Refuse bad keep-alive flags before anything is written."""
+        ka = getattr(request, "keep_alive", None)
+        if ka is None:
+            return
+        ttl = self._lane_ttl(request)
+        for name, value in (("--renew-every", ka.renew_every), ("--idle-timeout", ka.idle_timeout)):
+            if value is not None and not (value > 0):
+                raise UsageError(f"{name} must be a positive number of seconds: {value:g}")
+        if ka.heartbeat_ttl is not None and ka.heartbeat_ttl <= 0:
+            raise UsageError(f"--heartbeat-ttl must be a positive number of seconds: {ka.heartbeat_ttl}")
+        if ka.renew_every is not None and ka.renew_every >= ttl:
+            raise UsageError(f"--renew-every ({ka.renew_every:g}s) must be shorter than the heartbeat "
+                             f"TTL ({ttl}s)")
+        if ka.watch_pid is not None and (ka.watch_pid <= 1 or not pid_alive(ka.watch_pid)):
+            raise UsageError(f"--watch-pid {ka.watch_pid}: no such running process")
+
+    @staticmethod
+    def _lane_ttl(request: Any) -> int:
+        ka = request.keep_alive
+        if isinstance(request, p.Claim):
+            return ka.heartbeat_ttl or DEFAULT_HEARTBEAT_TTL
+        return request.ttl or DEFAULT_HEARTBEAT_TTL
+
+    async def before(self, request: Any, resolved: backends.Resolved, warnings: list[str]) -> None:
+        """Touch the caller's lane; warn when it was fenced (re-checking a live fence)."""
+        self.validate(request)
+        agent_id = getattr(request, "agent_id", None)
+        if not agent_id:
+            return
+        key = self.key_for(resolved, agent_id)
+        lane = self.schedule.lanes.get(key)
+        spec = self.specs.get(key)
+        if lane is None or spec is None:
+            return
+        if lane.live:
+            self.schedule.touch(key, boottime())
+            spec.touched_wall = time.time()
+            self._mark_dirty()
+            if spec.fence is not None:
+                try:
+                    ctx = Ctx(store=self.d.pool.get(self.resolved[key]), clock=self.d.clock)
+                    await check_fence(ctx, spec.fence)
+                except LaneEnded as exc:
+                    lane.info["new_holder"] = exc.new_holder
+                    lane.info["end_message"] = exc.message
+                    await self._end(key, exc.reason, "fenced" if exc.reason == "fenced" else "ended")
+                except Exception:  # noqa: BLE001 - the renewal loop will see it too
+                    pass
+        if lane.state == "fenced":
+            warnings.append(self.fenced_warning(spec, lane))
+
+    @staticmethod
+    def fenced_warning(spec: LaneSpec, lane: Lane) -> str:
+        label = f"{spec.repo}#{spec.target}" if spec.repo else "its claim"
+        holder = lane.info.get("new_holder") or "another agent"
+        return (f"keep-alive lane of {spec.agent_id} was fenced: {label} is now held by {holder}; "
+                "agentcoordd stopped renewing your heartbeat. Stop working on it (exit 3 rules "
+                f"apply); `agentcoordctl lanes stop --agent-id {spec.agent_id}` clears this warning")
+
+    async def _end(self, key: str, reason: str, state: str = "ended") -> None:
+        lane = self.schedule.lanes.get(key)
+        if lane is None or not lane.live:
+            return
+        self.schedule.end(key, reason, state)
+        await self._on_end(lane)
+
+    async def after(self, request: Any, resolved: backends.Resolved, ctx: Ctx, payload: Any,
+                    exit_code: int, warnings: list[str], notices: list[str]) -> None:
+        """Register, re-fence or end lanes after a successful command."""
+        if exit_code != 0 or not isinstance(payload, dict):
+            return
+        agent_id = getattr(request, "agent_id", None)
+        if not agent_id:
+            return
+        key = self.key_for(resolved, agent_id)
+        if isinstance(request, p.Claim):
+            claim = payload.get("claim") or {}
+            if request.keep_alive is not None:
+                await self._register_claim(request, resolved, ctx, claim, payload, warnings, notices)
+            else:
+                self._refence(key, claim)
+        elif isinstance(request, p.Heartbeat):
+            beat = payload.get("heartbeat") or {}
+            if is_terminal(beat.get("status")):
+                await self._end(key, "terminal")
+                if request.keep_alive is not None:
+                    warnings.append(f"keep-alive not registered: status {beat.get('status')} is terminal")
+            elif request.keep_alive is not None:
+                await self._register_heartbeat(request, resolved, ctx, beat, payload, warnings, notices)
+        elif isinstance(request, p.Release):
+            spec = self.specs.get(key)
+            if spec is not None and (spec.repo, spec.target) == (request.repo, request.target):
+                await self._end(key, "lane_closed" if request.terminal else "released")
+        elif isinstance(request, p.RecordEvent):
+            if request.type == "lane_closed":
+                await self._end(key, "lane_closed")
+
+    def _refence(self, key: str, claim: dict[str, Any]) -> None:
+        """The lane's own agent (re)claimed its target: remember the new identity."""
+        spec = self.specs.get(key)
+        lane = self.schedule.lanes.get(key)
+        if spec is None or lane is None or spec.fence is None:
+            return
+        if (claim.get("repo"), claim.get("target")) != (spec.fence.repo, spec.fence.target):
+            return
+        fence = Fence.of(claim)
+        if fence == spec.fence and lane.live:
+            return
+        spec.fence = fence
+        if lane.state == "fenced" and claim.get("agent_id") == spec.agent_id:
+            lane.state, lane.end_reason, lane.failures = "active", None, 0
+            lane.info.pop("new_holder", None)
+            self.ended_at.pop(key, None)
+            self.schedule.add(lane, boottime(), due_now=True)
+            self.loop.wake()
+        self._mark_dirty()
+
+    async def _register_claim(self, request: p.Claim, resolved: backends.Resolved, ctx: Ctx,
+                              claim: dict[str, Any], payload: dict[str, Any], warnings: list[str],
+                              notices: list[str]) -> None:
+        from agentcoordd.coord.heartbeats import heartbeat
+
+        ka = request.keep_alive
+        assert ka is not None
+        ttl = ka.heartbeat_ttl or DEFAULT_HEARTBEAT_TTL
+        beat_ctx = Ctx(store=ctx.store, clock=ctx.clock, identity=ctx.identity)
+        await heartbeat(beat_ctx, agent_id=request.agent_id, repo=request.repo, target=request.target,
+                        batch_id=claim.get("batch_id"), branch=claim.get("branch"), ttl=ttl,
+                        meta=request.meta)
+        warnings.extend(beat_ctx.warnings)
+        ctx.undelivered.extend(beat_ctx.undelivered)
+        spec = self._spec(request, resolved, ttl=ttl, repo=request.repo, target=request.target,
+                          batch_id=claim.get("batch_id"), fence=Fence.of(claim), warnings=warnings)
+        payload["keep_alive"] = self._register(spec, resolved, notices)
+
+    async def _register_heartbeat(self, request: p.Heartbeat, resolved: backends.Resolved, ctx: Ctx,
+                                  beat: dict[str, Any], payload: dict[str, Any], warnings: list[str],
+                                  notices: list[str]) -> None:
+        from agentcoordd.model import ids
+
+        ttl = request.ttl or DEFAULT_HEARTBEAT_TTL
+        repo, target = beat.get("repo"), beat.get("target")
+        fence = None
+        if repo and target:
+            with contextlib.suppress(Exception):
+                current = await ctx.store.get(ids.claim_path(repo, target))
+                if (current is not None and isinstance(current.data, dict)
+                        and current.data.get("agent_id") == request.agent_id
+                        and current.data.get("status") == "active"):
+                    fence = Fence.of(current.data)
+        spec = self._spec(request, resolved, ttl=ttl, repo=repo, target=target,
+                          batch_id=beat.get("batch_id"), fence=fence, warnings=warnings)
+        payload["keep_alive"] = self._register(spec, resolved, notices)
+
+    def _spec(self, request: Any, resolved: backends.Resolved, *, ttl: int, repo: str | None,
+              target: str | None, batch_id: str | None, fence: Fence | None,
+              warnings: list[str]) -> LaneSpec:
+        ka = request.keep_alive
+        watch = ka.watch_pid
+        idle = ka.idle_timeout or DEFAULT_IDLE_TIMEOUT
+        if ka.watch_auto:
+            hosts = tuple(h.strip() for h in request.caller.env.get(HOSTS_VAR, "").split(",") if h.strip())
+            hosts = hosts or DEFAULT_AGENT_HOSTS
+            watch = find_agent_ancestor(request.caller.pid, hosts) if request.caller.pid else None
+            if watch is None:
+                warnings.append(
+                    f"--watch-pid auto: no agent host process ({', '.join(hosts)}) among the "
+                    f"ancestors of pid {request.caller.pid}; the lane relies on its idle timeout "
+                    f"({idle:g}s). Set {HOSTS_VAR} or pass --watch-pid PID")
+        return LaneSpec(
+            agent_id=request.agent_id, ttl=ttl, renew_every=ka.renew_every or ttl / 3.0,
+            idle_timeout=idle, backend=persisted_backend(resolved), repo=repo, target=target,
+            batch_id=batch_id, fence=fence, watch_pid=watch,
+            watch_pid_start=process_start_time(watch) if watch else None,
+            registered_at=format_ts(self.d.clock.now()), touched_wall=time.time(),
+        )
+
+    def _register(self, spec: LaneSpec, resolved: backends.Resolved, notices: list[str]) -> dict[str, Any]:
+        self._add(spec, resolved, due_now=False, touched=boottime())
+        self._mark_dirty()
+        self._log("info", "lane registered", agent_id=spec.agent_id, ttl=spec.ttl,
+                  renew_every=spec.renew_every, watch_pid=spec.watch_pid, fenced_by=bool(spec.fence))
+        watching = f"watching pid {spec.watch_pid}" if spec.watch_pid else "no watched process"
+        idle = f"idle timeout {spec.idle_timeout:.0f}s" if spec.idle_timeout < 30 * 86400 else "no idle timeout"
+        notices.append(
+            f"keep-alive: agentcoordd renews heartbeats/{spec.agent_id}.json every "
+            f"{spec.renew_every:g}s (ttl {spec.ttl}s); {watching}; {idle}")
+        return self.describe(spec.key)
+
+    def _add(self, spec: LaneSpec, resolved: backends.Resolved, *, due_now: bool, touched: float) -> None:
+        key = spec.key
+        old = self.schedule.lanes.get(key)
+        if old is not None and old.live:
+            self.schedule.end(key, "replaced")  # its heap entries go stale
+        self.schedule.forget(key)
+        self.ended_at.pop(key, None)
+        self.specs[key] = spec
+        self.resolved[key] = resolved
+        if spec.watch_pid:
+            self._pid_starts[spec.watch_pid] = spec.watch_pid_start
+        lane = Lane(key=key, ttl=float(spec.ttl), renew_every=spec.renew_every,
+                    idle_timeout=spec.idle_timeout, touched=touched)
+        if spec.watch_pid:
+            lane.info["watch_pid"] = spec.watch_pid
+        self.schedule.add(lane, boottime(), due_now=due_now)
+        self.loop.wake()
+
+    async def stop(self, agent_id: str) -> list[dict[str, Any]]:
+        keys = [key for key, spec in self.specs.items() if spec.agent_id == agent_id]
+        if not keys:
+            raise UsageError(f"no keep-alive lane for agent {agent_id}")
+        out = []
+        for key in keys:
+            lane = self.schedule.lanes.get(key)
+            was = lane.state if lane is not None else "unknown"
+            await self._end(key, "stopped")
+            out.append({**self.describe(key), "previous_state": was})
+            self._forget(key)
+        self._mark_dirty()
+        return out
+
+    # ---- introspection -----------------------------------------------------------
+
+    def describe(self, key: str) -> dict[str, Any]:
+        spec = self.specs[key]
+        lane = self.schedule.lanes.get(key)
+        now = boottime()
+        row: dict[str, Any] = {
+            "agent_id": spec.agent_id, "repo": spec.repo, "target": spec.target,
+            "batch_id": spec.batch_id, "backend": spec.backend.get("key"),
+            "ttl": spec.ttl, "renew_every": spec.renew_every, "idle_timeout": spec.idle_timeout,
+            "watch_pid": spec.watch_pid, "fenced_claim": spec.fence is not None,
+            "registered_at": spec.registered_at,
+        }
+        if lane is not None:
+            row.update(
+                state=lane.state, end_reason=lane.end_reason,
+                new_holder=lane.info.get("new_holder"),
+                last_success=_iso(lane.last_success), last_error=lane.last_error,
+                failures=lane.failures,
+                next_due_in=round(lane.next_due - now, 3) if lane.live else None,
+                lag=round(lane.info["lag"], 4) if "lag" in lane.info else None,
+                idle_for=round(now - lane.touched, 3),
+                ended_at=_iso(self.ended_at.get(key)),
+            )
+        return row
+
+    def listing(self, agent_id: str | None = None) -> dict[str, Any]:
+        rows = [self.describe(key) for key, spec in self.specs.items()
+                if agent_id is None or spec.agent_id == agent_id]
+        rows.sort(key=lambda r: (r["agent_id"], r["backend"] or ""))
+        lags = list(self.lags)
+        live = [r for r in rows if r.get("state") in ("active", "backoff")]
+        return {
+            "lanes": rows,
+            "summary": {
+                "lanes": len(rows), "live": len(live),
+                "failing": sum(1 for r in rows if r.get("state") == "backoff"),
+                "fenced": sum(1 for r in rows if r.get("state") == "fenced"),
+                "renewals": self.renewals, "renewal_failures": self.renewal_failures,
+                "lag_p50": _percentile(lags, 0.50), "lag_p99": _percentile(lags, 0.99),
+                "lag_max": max(lags) if lags else None,
+                "suspends_detected": self.loop.suspends_detected,
+                "status": self.status_line(),
+            },
+        }
+
+    def _log(self, level: str, message: str, **fields: Any) -> None:
+        if self.log is not None:
+            getattr(self.log, level)(message, **fields)

@@ -1,0 +1,137 @@
+"""`run -- COMMAND` and `wait` against a real daemon."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from integration.helpers import PYTHON, Daemon
+
+from .support import NO_HOSTS, ctl, heartbeat, lane, wait_until
+
+
+def _claim(d: Daemon, target: str) -> dict:
+    return json.loads((d.root / "claims" / "acme" / "widgets" / f"{target}.json").read_text())
+
+
+def test_run_exits_with_the_commands_code_and_releases(daemon: Daemon) -> None:
+    marker = daemon.base / "ran"
+    result = ctl(daemon, "run", "--agent-id", "runner", "--repo", "acme/widgets", "--target", "3",
+                 "--heartbeat-ttl", "2", "--", sys.executable, "-c",
+                 f"import pathlib, sys; pathlib.Path({str(marker)!r}).write_text('x'); "
+                 "print('from the command'); sys.exit(5)")
+    assert result.returncode == 5, result.stderr
+    assert result.stdout == b"from the command\n"
+    assert marker.exists()
+    assert _claim(daemon, "3")["status"] == "released"
+    row = lane(daemon, "runner")
+    assert (row["state"], row["end_reason"]) == ("ended", "released")
+    assert b"claimed acme/widgets#3 by runner" in result.stderr
+
+
+def test_run_keeps_the_lane_alive_while_the_command_runs(daemon: Daemon) -> None:
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "agentcoordctl.cli", "run", "--agent-id", "long", "--repo", "acme/widgets",
+         "--target", "4", "--heartbeat-ttl", "2", "--", "sleep", "4.5"],
+        env=daemon.env(**NO_HOSTS), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        row = wait_until(lambda: lane(daemon, "long"), 5.0)
+        assert row["state"] == "active" and row["watch_pid"]
+        # watching the command itself (exec kept the pid), not ctl
+        assert row["watch_pid"] != proc.pid
+        time.sleep(3.0)  # past the first TTL: alive only because the daemon renews it
+        from .support import state_of
+
+        assert state_of(heartbeat(daemon, "long")) == "live"
+        assert proc.wait(10) == 0
+    finally:
+        proc.kill()
+    assert _claim(daemon, "4")["status"] == "released"
+
+
+def test_run_refused_claim_exits_3_without_running_the_command(daemon: Daemon) -> None:
+    assert ctl(daemon, "claim", "--agent-id", "holder", "--repo", "acme/widgets",
+               "--target", "5").returncode == 0
+    ctl(daemon, "heartbeat", "--agent-id", "holder")
+    marker = daemon.base / "must-not-exist"
+    result = ctl(daemon, "run", "--agent-id", "late", "--repo", "acme/widgets", "--target", "5",
+                 "--", "touch", str(marker))
+    assert result.returncode == 3
+    assert b"CLAIM_REFUSED" in result.stderr
+    assert not marker.exists()
+    assert lane(daemon, "late") is None
+
+
+def test_run_terminates_the_command_after_a_takeover_and_the_fence_grace(daemon: Daemon) -> None:
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "agentcoordctl.cli", "run", "--agent-id", "fenced", "--repo", "acme/widgets",
+         "--target", "6", "--heartbeat-ttl", "2", "--renew-every", "0.2", "--fence-grace", "0.5",
+         "--", "sleep", "30"],
+        env=daemon.env(**NO_HOSTS), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: lane(daemon, "fenced"), 5.0)
+        path = daemon.root / "claims" / "acme" / "widgets" / "6.json"
+        record = json.loads(path.read_text())
+        record.update(agent_id="usurper", claimed_at="2099-01-01T00:00:00Z")
+        path.write_text(json.dumps(record))
+        _, stderr = proc.communicate(timeout=15)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 128 + 15  # SIGTERM
+    assert b"taken over by usurper" in stderr
+    assert json.loads(path.read_text())["agent_id"] == "usurper"  # never released by us
+
+
+BATCH = {"batch_id": "b-wait", "repo": "acme/widgets", "lanes": [
+    {"name": "api", "owner": "agent-api", "targets": ["1"]},
+    {"name": "ui", "owner": "agent-ui", "targets": ["2"], "depends_on": ["b-wait:api"]},
+]}
+
+
+def test_wait_returns_when_a_dependency_lane_reports_done(daemon: Daemon) -> None:
+    manifest = daemon.base / "batch.json"
+    manifest.write_text(json.dumps(BATCH))
+    assert ctl(daemon, "register-batch", "--file", str(manifest)).returncode == 0
+    assert ctl(daemon, "heartbeat", "--agent-id", "agent-api", "--status", "in_progress").returncode == 0
+    waiter = subprocess.Popen(
+        [PYTHON, "-m", "agentcoordctl.cli", "wait", "--until-unblocked", "--batch-id", "b-wait",
+         "--lane", "ui", "--timeout", "20", "--interval", "0.1"],
+        env=daemon.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.0)
+        assert waiter.poll() is None
+        assert ctl(daemon, "heartbeat", "--agent-id", "agent-api", "--status", "done").returncode == 0
+        done_at = time.monotonic()
+        out, err = waiter.communicate(timeout=5)
+        assert waiter.returncode == 0
+        assert time.monotonic() - done_at < 2.0
+    finally:
+        waiter.kill()
+        waiter.communicate()
+    assert out == b"unblocked: lane ui of b-wait is unblocked\n"
+    assert b"blocked on b-wait:api" in err
+
+
+def test_wait_times_out_with_exit_2_and_checks_free_and_complete(daemon: Daemon) -> None:
+    assert ctl(daemon, "claim", "--agent-id", "busy", "--repo", "acme/widgets", "--target", "9").returncode == 0
+    ctl(daemon, "heartbeat", "--agent-id", "busy")
+    timed_out = ctl(daemon, "wait", "--until-free", "--repo", "acme/widgets", "--target", "9",
+                    "--timeout", "0.5", "--interval", "0.1")
+    assert timed_out.returncode == 2 and b"timed out" in timed_out.stderr
+    assert ctl(daemon, "release", "--agent-id", "busy", "--repo", "acme/widgets",
+               "--target", "9").returncode == 0
+    free = ctl(daemon, "wait", "--until-free", "--repo", "acme/widgets", "--target", "9",
+               "--timeout", "5")
+    assert free.returncode == 0 and b"released" in free.stdout
+    manifest = daemon.base / "batch.json"
+    manifest.write_text(json.dumps(BATCH))
+    ctl(daemon, "register-batch", "--file", str(manifest))
+    for agent in ("agent-api", "agent-ui"):
+        ctl(daemon, "heartbeat", "--agent-id", agent, "--status", "done")
+    complete = ctl(daemon, "wait", "--until-complete", "--batch-id", "b-wait", "--timeout", "5")
+    assert complete.returncode == 0, complete.stderr
+    usage = ctl(daemon, "wait", "--until-free", "--repo", "acme/widgets")
+    assert usage.returncode == 1
