@@ -34,9 +34,18 @@ def register(app: typer.Typer) -> None:
     app.command("demo")(demo)
 
 
+def _short_tmp() -> str | None:
+    """$TMPDIR when a socket path under it stays short (Unix sockets allow ~104
+    bytes), else /tmp."""
+    base = tempfile.gettempdir()
+    if len(base) <= 60:
+        return base
+    return "/tmp" if os.path.isdir("/tmp") else None
+
+
 class _Demo:
     def __init__(self) -> None:
-        self.dir = tempfile.mkdtemp(prefix="agentcoord-demo-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        self.dir = tempfile.mkdtemp(prefix="agentcoord-demo-", dir=_short_tmp())
         self.root = os.path.join(self.dir, "root")
         os.mkdir(self.root, 0o700)
         self.socket = os.path.join(self.dir, "d.sock")

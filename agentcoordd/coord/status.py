@@ -44,7 +44,7 @@ from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.info import CONTRACT_VERSION
 from agentcoordd.model import ids
 from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL, UsageError
-from agentcoordd.store.base import InvalidRecord, StoreError
+from agentcoordd.store.base import Forbidden, InvalidRecord, StoreError
 from agentcoordd.store.cache import Scan, caches, read_many, scan
 
 DEFAULT_EVENTS_PER_BATCH = 20
@@ -306,6 +306,9 @@ async def _read_object(
     except InvalidRecord:
         report.note(section, f"{label}: {path}", unknown=True)
         return None
+    except Forbidden:  # outside this token's scope: show the rest, result UNKNOWN
+        report.note(section, f"{label}: {path} (forbidden for these credentials)", unknown=True)
+        return None
     if current is None:
         return None
     if not isinstance(current.data, dict):
@@ -322,7 +325,7 @@ async def _owner_heartbeat(ctx: Ctx, owner: str) -> Any:
         return pj.HB_MISSING
     try:
         current = await ctx.store.get(path)
-    except InvalidRecord:
+    except (InvalidRecord, Forbidden):
         return pj.HB_UNREADABLE
     if current is None:
         return pj.HB_MISSING

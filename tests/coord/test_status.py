@@ -718,3 +718,32 @@ def test_cache_walk_lists_in_the_stores_path_order(root: Path, mixed: bool) -> N
     store = LocalStore(root)
 
     assert [p for p, _ in _walk(store, "claims")] == store.list_paths_sync("claims")
+
+
+async def test_a_forbidden_owner_heartbeat_leaves_the_rest_readable_and_unknown(tmp_path) -> None:
+    """A scoped token that cannot read the holder's heartbeat: the claim is shown,
+    the heartbeat section says why, and the result is UNKNOWN (exit 2)."""
+    import datetime as dt
+
+    from agentcoordd.coord import claims as claim_uc
+    from agentcoordd.coord import status as status_uc
+    from agentcoordd.coord.context import Ctx
+    from agentcoordd.store.base import Forbidden
+    from agentcoordd.store.local import LocalStore
+
+    class Clock:
+        def now(self) -> dt.datetime:
+            return dt.datetime(2026, 6, 13, tzinfo=dt.timezone.utc)
+
+    class ScopedStore(LocalStore):
+        async def get(self, path: str):  # type: ignore[override]
+            if path.startswith("heartbeats/"):
+                raise Forbidden(f"forbidden: {path}")
+            return await super().get(path)
+
+    store = ScopedStore(tmp_path)
+    await claim_uc.claim(Ctx(LocalStore(tmp_path), Clock()), agent_id="agent-a", repo="acme/widgets", target="1")
+    payload = await status_uc.status(Ctx(store, Clock()), repo="acme/widgets", target="1")
+    assert payload["exit_code"] == 2
+    assert [c["agent_id"] for c in payload["claims"]] == ["agent-a"]
+    assert "heartbeats" in payload["section_notes"]

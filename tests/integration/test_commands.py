@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 
 from .helpers import Daemon
 
@@ -161,13 +164,14 @@ def test_every_command_has_help(daemon: Daemon) -> None:
 
 
 def test_demo_runs_isolated_and_leaves_nothing_behind(daemon: Daemon) -> None:
-    import glob
-
-    before = set(glob.glob("/tmp/agentcoord-demo-*"))
-    result = daemon.ctl("demo", env={"AGENT_COORD_API_URL": "http://127.0.0.1:9"})
-    assert result.returncode == 0, err(result)
-    text = out(result)
-    assert "refused (exit 3)" in text and "liveness stale" in text and "liveness dead" in text
-    assert "taken over (exit 0)" in text
-    assert set(glob.glob("/tmp/agentcoord-demo-*")) == before
+    scratch = tempfile.mkdtemp(prefix="acdemo.", dir="/tmp")  # private: other demos may run
+    try:
+        result = daemon.ctl("demo", env={"AGENT_COORD_API_URL": "http://127.0.0.1:9", "TMPDIR": scratch})
+        assert result.returncode == 0, err(result)
+        text = out(result)
+        assert "refused (exit 3)" in text and "liveness stale" in text and "liveness dead" in text
+        assert "taken over (exit 0)" in text
+        assert os.listdir(scratch) == []  # its temporary root, daemon and socket are gone
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     assert list(daemon.root.iterdir()) == []  # the configured root was never touched
