@@ -38,10 +38,12 @@ COMMANDS = {
     "token": "agentcoordctl.tokens",
     "demo": "agentcoordctl.demo",
     "lanes": "agentcoordctl.lanes",
+    "outbox": "agentcoordctl.outbox",
     "run": "agentcoordctl.runcmd",
     "wait": "agentcoordctl.wait",
     "service": "agentcoordctl.service",
     "bootstrap": "agentcoordctl.bootstrap",
+    "validate": "agentcoordctl.validate",
 }
 GLOBAL_OPTIONS_WITH_VALUE = ("--timeout",)
 

@@ -172,12 +172,18 @@ def request(message: Any, *, timeout: float | None = None, autostart: bool = Tru
     message.timeout = timeout
     encoder = p.encoder()
     decoder = p.client_decoder()
+    try:
+        body = encoder.encode(message)
+    except UnicodeEncodeError:  # an argument that is not UTF-8 (undecodable argv bytes)
+        error = ClientError("invalid argument: not valid UTF-8 (agentcoordctl takes UTF-8 text only)")
+        error.exit_code = p.EXIT_USAGE
+        raise error from None
     sock = connect(path, timeout=timeout, autostart=autostart, env=env, notify=notify)
     try:
         hello = p.Hello(protocol=p.PROTOCOL_VERSION, client=CLIENT_NAME,
                         client_version=CLIENT_VERSION)
         # Pipelined: hello and request in one write, one round trip.
-        sock.sendall(p.frame(encoder.encode(hello)) + p.frame(encoder.encode(message)))
+        sock.sendall(p.frame(encoder.encode(hello)) + p.frame(body))
         welcome: p.Welcome | None = None
         while True:
             sock.settimeout(max(deadline - time.monotonic(), 0.001))

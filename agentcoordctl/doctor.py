@@ -206,6 +206,8 @@ def daemon_text(daemon: dict[str, Any]) -> list[str]:
         "keep_alive_lanes: " + (f"{lanes.get('count')} ({lanes.get('failing')} failing)"
                                 if lanes.get("available") else "not available"),
         f"outbox_depth: {_dash(outbox.get('depth'))}"
+        + (f" (oldest {outbox['oldest_age_seconds']:.0f}s)"
+           if isinstance(outbox.get("oldest_age_seconds"), (int, float)) else "")
         + (f" ({outbox['error']})" if outbox.get("error") else ""),
     ]
     if service.get("installed"):

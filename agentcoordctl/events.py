@@ -55,6 +55,10 @@ def record_event(
     synthetic: Synthetic = False, synthetic_kind: SyntheticKind = None,
     state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
     backend: LegacyBackend = None,
+    queue_on_failure: Annotated[bool, typer.Option(
+        "--queue-on-failure",
+        help="If the backend cannot take the event now, queue it in agentcoordd's durable "
+        "outbox (retried until delivered; exit 0, action queued, a warning).")] = False,
     json: Json = False,
 ) -> None:
     """Append an immutable event under events/<batch-id>/ (lane_closed: create-only)."""
@@ -68,6 +72,6 @@ def record_event(
     run(p.RecordEvent(batch_id=batch_id, type=type, lane=lane, agent_id=agent_id, repo=repo,
                       target=target, branch=branch, status=status, message=message, meta=meta,
                       typed=typed, terminal=terminal, pr_state=pr_state, evidence_url=evidence_url,
-                      workspace=workspace,
+                      workspace=workspace, queue_on_failure=queue_on_failure,
                       selection=selection(state_root, api_url, etcd_endpoints, backend)),
         as_json=json, text=render.record_event)

@@ -80,9 +80,9 @@ def _age(value: Any) -> str:
 def render_lanes(payload: dict[str, Any]) -> str:
     rows = payload.get("lanes") or []
     if not rows:
-        return "no keep-alive lanes"
-    header = ("AGENT", "TARGET", "BATCH", "STATE", "LAST SUCCESS", "LAST ERROR", "NEXT DUE", "LAG",
-              "WATCH PID")
+        return "no keep-alive lanes" + _outbox_line(payload.get("summary") or {})
+    header = ("AGENT", "TARGET", "BATCH", "STATE", "STOP", "LAST SUCCESS", "LAST ERROR", "NEXT DUE",
+              "LAG", "WATCH PID")
     table = [header]
     for row in rows:
         state = row.get("state") or "?"
@@ -93,7 +93,7 @@ def render_lanes(payload: dict[str, Any]) -> str:
         target = f"{row['repo']}#{row['target']}" if row.get("repo") and row.get("target") else "-"
         table.append((
             str(row.get("agent_id")), target, row.get("batch_id") or "-", state,
-            row.get("last_success") or "-", (row.get("last_error") or "-")[:60],
+            "requested" if row.get("stop_requested") else "-", row.get("last_success") or "-", (row.get("last_error") or "-")[:60],
             _age(row.get("next_due_in")), _age(row.get("lag")),
             str(row.get("watch_pid") or "-"),
         ))
@@ -103,6 +103,14 @@ def render_lanes(payload: dict[str, Any]) -> str:
     if summary.get("status"):
         lines.append(summary["status"])
     return "\n".join(lines)
+
+
+def _outbox_line(summary: dict[str, Any]) -> str:
+    """Only when events wait in the outbox (the status line says it otherwise)."""
+    depth = summary.get("outbox_depth")
+    if not depth:
+        return ""
+    return f"\noutbox: {depth} queued, oldest {_age(summary.get('outbox_oldest_age'))}"
 
 
 def render_stopped(payload: dict[str, Any]) -> str:

@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
 
 
 Machine = Annotated[str, typer.Argument(
-    help="Machine name: letters, digits, '.', '_', ':', '-'.")]
+    metavar="MACHINE", help="Machine name: letters, digits, '.', '_', ':', '-'.")]
 Local = Annotated[bool, typer.Option("--local", help="The local `wrangler dev` D1 database.")]
 Database = Annotated[Optional[str], typer.Option(
     "--database", metavar="NAME", help="The remote D1 database (default: agent-coord).")]

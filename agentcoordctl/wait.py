@@ -3,10 +3,17 @@
     wait --until-unblocked --batch-id B --lane L   every dependency of lane L is satisfied
     wait --until-free --repo R --target T          a claim on R#T would succeed now
     wait --until-complete --batch-id B             every lane of B reports a terminal status
+    wait --until-stop-requested --batch-id B       the batch has a stop request (batch stop)
 
 Each poll is one `status` request answered by the daemon's status use case
 (batch or target scope). An UNKNOWN answer (backend trouble) is not the
 condition: waiting goes on, and the reason is shown once.
+
+`--until-stop-requested` is answered by the daemon itself
+(`telemetry.wait_until_stop_requested`): one request per slice of at most
+`REQUEST_TIMEOUT` seconds, each answered before its own deadline — exit 0 with
+the stop state, or exit 2 with `timed_out` — so no slice ends in a generic
+"daemon did not answer" timeout.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ def wait(
                                              help="Until --repo/--target can be claimed.")] = False,
     until_complete: Annotated[bool, typer.Option("--until-complete",
                                                  help="Until every lane of --batch-id is terminal.")] = False,
+    until_stop_requested: Annotated[bool, typer.Option(
+        "--until-stop-requested", help="Until --batch-id has a stop request (`batch stop`).")] = False,
     batch_id: Annotated[Optional[str], typer.Option("--batch-id", metavar="ID")] = None,
     lane: Annotated[Optional[str], typer.Option("--lane", metavar="LANE")] = None,
     repo: OptRepo = None, target: OptTarget = None,
@@ -51,12 +60,13 @@ def wait(
 ) -> None:
     """Block until a lane is unblocked, a target is free, or a batch is complete."""
     modes = [m for m, on in (("until-unblocked", until_unblocked), ("until-free", until_free),
-                             ("until-complete", until_complete)) if on]
+                             ("until-complete", until_complete),
+                             ("until-stop-requested", until_stop_requested)) if on]
     if len(modes) != 1:
-        raise fail("choose exactly one of --until-unblocked, --until-free, --until-complete",
-                   p.EXIT_USAGE)
+        raise fail("choose exactly one of --until-unblocked, --until-free, --until-complete, "
+                   "--until-stop-requested", p.EXIT_USAGE)
     mode = modes[0]
-    if mode in ("until-unblocked", "until-complete") and not batch_id:
+    if mode in ("until-unblocked", "until-complete", "until-stop-requested") and not batch_id:
         raise fail(f"--{mode} needs --batch-id", p.EXIT_USAGE)
     if mode == "until-unblocked" and not lane:
         raise fail("--until-unblocked needs --lane", p.EXIT_USAGE)
@@ -65,6 +75,9 @@ def wait(
     if timeout <= 0 or interval <= 0:
         raise fail("--timeout and --interval must be positive", p.EXIT_USAGE)
     chosen = selection(state_root, api_url, etcd_endpoints, backend)
+    if mode == "until-stop-requested":
+        assert batch_id is not None
+        wait_stop(batch_id, chosen, timeout=timeout, interval=interval, json=json)
     started = time.monotonic()
     deadline = started + timeout
     shown = ""
@@ -104,6 +117,69 @@ def wait(
             eprint(f"wait: timed out after {timeout:g}s ({why})")
             raise typer.Exit(p.EXIT_OPERATIONAL)
         time.sleep(interval)
+
+
+def wait_stop(batch_id: str, chosen: p.Selection, *, timeout: float, interval: float,
+              json: bool) -> None:
+    """--until-stop-requested: daemon-side polling in slices; exit 0 met, 2 timed out."""
+    mode = "until-stop-requested"
+    started = time.monotonic()
+    deadline = started + timeout
+    shown = ""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        slice_ = min(remaining, REQUEST_TIMEOUT)
+        request = p.WaitStopRequested(batch_id=batch_id, wait_seconds=slice_, poll_seconds=interval,
+                                      selection=chosen)
+        request.caller = client.caller()
+        why, slice_over = "", False
+        try:
+            # The daemon answers by request.timeout - 0.5 s at the latest.
+            response, _ = client.request(request, timeout=slice_ + 1.0)
+        except client.ClientError as exc:
+            why = exc.message
+        else:
+            for notice in response.notices:
+                eprint(notice)
+            if response.exit_code == p.EXIT_USAGE:
+                raise fail(response.error or "usage error", p.EXIT_USAGE)
+            payload = response.payload if isinstance(response.payload, dict) else {}
+            if response.exit_code == 0 and payload.get("stop_requested"):
+                waited = round(time.monotonic() - started, 3)
+                detail = _stop_detail(batch_id, payload)
+                if json:
+                    print(dump_json({"condition": mode, "met": True, "waited_seconds": waited,
+                                     "detail": detail, "stop": payload}))
+                else:
+                    print(f"stop-requested: {detail}")
+                raise typer.Exit(0)
+            if payload.get("timed_out"):
+                slice_over = True
+                why = payload.get("error") or f"no stop request for batch {batch_id} yet"
+            else:
+                why = response.error or "stop state is UNKNOWN (backend trouble)"
+        if why != shown:
+            shown = why
+            eprint(f"waiting: {why}")
+        if not slice_over:  # an error answered early: do not spin
+            time.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
+    waited = round(time.monotonic() - started, 3)
+    if json:
+        print(dump_json({"condition": mode, "met": False, "timed_out": True,
+                         "waited_seconds": waited, "detail": shown}))
+    eprint(f"wait: timed out after {timeout:g}s ({shown or 'no stop request'})")
+    raise typer.Exit(p.EXIT_OPERATIONAL)
+
+
+def _stop_detail(batch_id: str, state: dict[str, Any]) -> str:
+    text = f"batch {batch_id} has a stop request"
+    if state.get("requested_at"):
+        text += f" (at {state['requested_at']})"
+    if state.get("message"):
+        text += f": {state['message']}"
+    return text
 
 
 def _batch(payload: dict[str, Any]) -> dict[str, Any] | None:

@@ -155,6 +155,9 @@ class RecordEvent(_Request, tag_field="op", tag="record_event", kw_only=True):
     pr_state: str | None = None
     evidence_url: str | None = None
     workspace: str | None = None
+    # --queue-on-failure: an event the backend cannot take goes to the daemon's
+    # durable outbox (action "queued", exit 0 with a warning) instead of failing.
+    queue_on_failure: bool = False
 
 
 class RegisterBatch(_Request, tag_field="op", tag="register_batch", kw_only=True):
@@ -210,6 +213,23 @@ class Lanes(_Request, tag_field="op", tag="lanes", kw_only=True):
 
 class LanesStop(_Request, tag_field="op", tag="lanes_stop", kw_only=True):
     agent_id: str
+
+
+class OutboxList(_Request, tag_field="op", tag="outbox", kw_only=True):
+    """`outbox [--json]`: events waiting in the daemon's durable outbox."""
+
+
+class OutboxFlush(_Request, tag_field="op", tag="outbox_flush", kw_only=True):
+    """`outbox flush`: retry every queued event now (ignoring backoff)."""
+
+
+class WaitStopRequested(_Request, tag_field="op", tag="wait_stop_requested", kw_only=True):
+    """`wait --until-stop-requested --batch-id B`: answer once the batch has a stop request,
+    or with exit 2 and `timed_out` after `wait_seconds` (kept below the request's timeout)."""
+
+    batch_id: str
+    wait_seconds: float | None = None  # None: as long as the request's timeout allows
+    poll_seconds: float = 1.0
 
 
 class Doctor(_Request, tag_field="op", tag="doctor", kw_only=True):
@@ -272,6 +292,9 @@ Request = Union[
     Health,
     Overview,
     Dashboard,
+    OutboxList,
+    OutboxFlush,
+    WaitStopRequested,
 ]
 REQUEST_TYPES: tuple[type[_Request], ...] = Request.__args__  # type: ignore[attr-defined]
 
@@ -298,7 +321,8 @@ class Response(msgspec.Struct, tag_field="op", tag="response", kw_only=True):
 ClientFrame = Union[Hello, Claim, Release, Heartbeat, RecordEvent, RegisterBatch, Status,
                     BatchAudit, Gc, Version, ConfigShow, DaemonStatus, DaemonStop,
                     Lanes, LanesStop, Doctor,
-                    BatchStop, BatchStopped, Health, Overview, Dashboard]
+                    BatchStop, BatchStopped, Health, Overview, Dashboard,
+                    OutboxList, OutboxFlush, WaitStopRequested]
 ServerFrame = Union[Welcome, Progress, Response]
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from agentcoordd.coord.common import CAS_ATTEMPTS, contention, text_field
+from agentcoordd.coord.common import CAS_ATTEMPTS, cas_backoff, contention, text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
@@ -137,6 +137,8 @@ def parse_manifest(manifest: bytes) -> dict[str, Any]:
         data = msgspec.json.decode(manifest)
     except msgspec.DecodeError as exc:
         raise UsageError(f"batch manifest JSON invalid: {_one_line(str(exc))}") from None
+    except RecursionError:
+        raise UsageError("batch manifest JSON invalid: nesting too deep") from None
     validate_manifest(data)
     return data
 
@@ -236,6 +238,34 @@ def _validate_lane(lane: object, position: int) -> str:
     return name
 
 
+def check_contract(data: dict[str, Any]) -> None:
+    """What validate_manifest does not already say, from the published contracts:
+    the batch v1 family (typed top-level fields omitted rather than null, lane
+    field types), merge authority on the manifest, and a lane's route. Unknown
+    fields stay accepted. A violation is exit 1 in `validate`'s words.
+
+    A lane written with the legacy `id` (read as its name by register-batch)
+    is checked as if it were spelled `name`.
+    """
+    from agentcoordd.coord.validate import Violation, contract_error, one_line, validate_record
+
+    lanes = [
+        dict(lane, name=lane["id"]) if isinstance(lane, dict) and "name" not in lane and "id" in lane
+        else lane
+        for lane in data["lanes"]
+    ]
+    for family, record in (("batch", dict(data, lanes=lanes)), ("merge_authority", data)):
+        error = contract_error(family, record, "batch manifest")
+        if error is not None:
+            raise error
+    for position, lane in enumerate(lanes):
+        if isinstance(lane, dict) and "route" in lane:
+            found = validate_record("route", {"route": lane["route"]})
+            if found:
+                first = Violation(f"$.lanes[{position}]" + found[0].path[1:], found[0].message)
+                raise UsageError(f"batch manifest violates the route contract: {one_line(first)}")
+
+
 def _carry_over(new: dict[str, Any], old: dict[str, Any]) -> None:
     """Keep what a re-registration cannot know (see the module docstring)."""
     for key in ("synthetic", "synthetic_kind"):
@@ -290,8 +320,10 @@ async def register_batch(
         data["synthetic_kind"] = synthetic_kind
     if not is_rfc3339(data.get("registered_at")):
         data.pop("registered_at", None)
+    check_contract(data)
 
-    for _ in range(CAS_ATTEMPTS):
+    for attempt in range(CAS_ATTEMPTS):
+        await cas_backoff(attempt)
         current = await ctx.store.get(path)
         record = _deep_copy(data)
         if current is not None and isinstance(current.data, dict):

@@ -6,7 +6,14 @@ import datetime as dt
 from typing import Any
 
 from agentcoordd.coord import closeout
-from agentcoordd.coord.common import CAS_ATTEMPTS, contention, metadata_fields, positive_ttl, text_field
+from agentcoordd.coord.common import (
+    CAS_ATTEMPTS,
+    cas_backoff,
+    contention,
+    metadata_fields,
+    positive_ttl,
+    text_field,
+)
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.events import emit, lifecycle_fields
 from agentcoordd.model import ids
@@ -56,7 +63,8 @@ async def claim(
     if branch is not None:
         fields["branch"] = branch
 
-    for _ in range(CAS_ATTEMPTS):
+    for attempt in range(CAS_ATTEMPTS):
+        await cas_backoff(attempt)
         current = await ctx.store.get(path)
         now = ctx.clock.now()
         stamps = {"updated_at": format_ts(now), "expires_at": format_ts(now + dt.timedelta(seconds=ttl))}
@@ -188,7 +196,8 @@ async def release(
             fields["handoff_note"] = handoff_note
 
     lane_closed = None
-    for _ in range(CAS_ATTEMPTS):
+    for attempt in range(CAS_ATTEMPTS):
+        await cas_backoff(attempt)
         current = await ctx.store.get(path)
         if current is None:
             raise UsageError(f"no claim for {_label(repo, target)} to release")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentcoordd.coord.common import CAS_ATTEMPTS, contention, text_field
+from agentcoordd.coord.common import MANIFEST_CAS_ATTEMPTS, cas_backoff, contention, text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
@@ -41,6 +41,16 @@ def check_url(flag: str, value: str | None) -> str | None:
     if value is not None and (_URL.match(value) is None or len(value) > 2048):
         raise UsageError(f"invalid {flag}: must be an http(s) URL")
     return value
+
+
+def check_contract(event: dict[str, Any]) -> None:
+    """The event about to be written must satisfy the published lane_closed (v2)
+    contract: a violation is the caller's input (exit 1, `validate`'s message)."""
+    from agentcoordd.coord.validate import contract_error  # validate imports events -> closeout
+
+    error = contract_error("lane_closed", event, "lane_closed event")
+    if error is not None:
+        raise error
 
 
 async def read_batch(ctx: Ctx, batch_id: str) -> tuple[dict[str, Any], str] | None:
@@ -131,7 +141,7 @@ async def close_lane(
         "at": format_ts(ctx.clock.now()),
     }
     event = stamp_attribution(event, ctx.identity)
-    load(LaneClosed, event, path)
+    check_contract(event)
     action = "closed"
     try:
         await ctx.store.create(path, event)
@@ -159,7 +169,8 @@ async def close_lane(
 async def stamp_lane(ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) -> None:
     """Mark the registered lane closed; the last closed lane completes the batch."""
     path = ids.batch_path(batch_id)
-    for _ in range(CAS_ATTEMPTS):
+    for attempt in range(MANIFEST_CAS_ATTEMPTS):
+        await cas_backoff(attempt, cap=0.5)
         stored = await read_batch(ctx, batch_id)
         if stored is None:
             return

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
+
+import anyio
 
 import msgspec
 
@@ -11,6 +14,8 @@ from agentcoordd.model.records import Metadata
 
 # A lost CAS race re-reads and decides again; only persistent contention is exit 2.
 CAS_ATTEMPTS = 12
+# A record every lane of a batch rewrites (the manifest) is hotter than a claim.
+MANIFEST_CAS_ATTEMPTS = 40
 
 MAX_FIELD_BYTES = 8192
 
@@ -42,6 +47,13 @@ def text_field(name: str, value: str | None, *, required: bool = False) -> str |
     if size > MAX_FIELD_BYTES or "\x00" in value:
         raise UsageError(f"--{name.replace('_', '-')} is too long or contains NUL")
     return value
+
+
+async def cas_backoff(attempt: int, cap: float = 0.25) -> None:
+    """Before retry `attempt` of a lost compare-and-swap: a jittered exponential
+    pause, so the losers of a hot record spread out instead of colliding again."""
+    if attempt > 0:
+        await anyio.sleep(random.uniform(0.0, min(cap, 0.004 * 2**attempt)))
 
 
 def positive_ttl(ttl: int | None, default: int) -> int:

@@ -47,7 +47,7 @@ DEEP_FAMILIES = ("claims", "heartbeats", "batches", "events", "archive")
 DEFAULT_REMOTE_PROBE = "claims"
 MAX_INVALID_LISTED = 20
 ROTATION_COMMAND = (
-    "python -m agentcoordd.tokens provision {machine} --rotate --database agent-coord "
+    "agentcoordctl token provision {machine} --rotate --database agent-coord "
     "--read-prefix <read-prefix> --write-prefix <write-prefix>"
 )
 STACK_SCHEMA_VERSION = 1

@@ -60,8 +60,14 @@ def typed_payload(event_type: str, typed: dict[str, str], message: str | None) -
     return fields
 
 
-def build_event(ctx: Ctx, batch_id: str, fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """A new ordinary event with a fresh time-sortable id, validated, and its path."""
+def build_event(
+    ctx: Ctx, batch_id: str, fields: dict[str, Any], *, contract: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """A new ordinary event with a fresh time-sortable id, validated, and its path.
+
+    With `contract` (explicit record-event) the record is checked against the
+    published event v1 contract: a violation is exit 1 in `validate`'s words.
+    """
     moment = ctx.clock.now()
     event_id = new_event_id(moment)
     record = {
@@ -73,12 +79,19 @@ def build_event(ctx: Ctx, batch_id: str, fields: dict[str, Any]) -> tuple[str, d
     }
     record = stamp_attribution(record, ctx.identity)
     path = ids.event_path(batch_id, event_id)
+    if contract:
+        from agentcoordd.coord.validate import contract_error  # validate imports this module
+
+        error = contract_error("event", record, "event")
+        if error is not None:
+            raise error
     load(Event, record, path)
     return path, record
 
 
 async def write_event(
-    ctx: Ctx, batch_id: str, fields: dict[str, Any], *, queue_on_failure: bool = False
+    ctx: Ctx, batch_id: str, fields: dict[str, Any], *, queue_on_failure: bool = False,
+    contract: bool = False,
 ) -> dict[str, Any]:
     """Append one ordinary event under events/<batch-id>/ with a fresh id.
 
@@ -87,7 +100,7 @@ async def write_event(
     it; create-only makes the retry idempotent) before the error propagates.
     """
     for _ in range(_ID_ATTEMPTS):
-        path, record = build_event(ctx, batch_id, fields)
+        path, record = build_event(ctx, batch_id, fields, contract=contract)
         try:
             await ctx.store.create(path, record)
         except Conflict:
@@ -195,7 +208,8 @@ async def record_event(
         fields["message"] = message
     fields.update(typed_payload(event_type, typed or {}, message))
     try:
-        written = await write_event(ctx, batch_id, fields, queue_on_failure=queue_on_failure)
+        written = await write_event(ctx, batch_id, fields, queue_on_failure=queue_on_failure,
+                                    contract=True)
     except (CoordError, OSError) as exc:
         if not queue_on_failure or not ctx.undelivered or isinstance(exc, UsageError):
             raise

@@ -5,7 +5,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from agentcoordd.coord.common import CAS_ATTEMPTS, contention, metadata_fields, positive_ttl, text_field
+from agentcoordd.coord.common import (
+    CAS_ATTEMPTS,
+    cas_backoff,
+    contention,
+    metadata_fields,
+    positive_ttl,
+    text_field,
+)
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.events import emit, lifecycle_fields
 from agentcoordd.model import ids
@@ -52,7 +59,8 @@ async def heartbeat(
     if normalized.warning:
         ctx.warn(normalized.warning)
 
-    for _ in range(CAS_ATTEMPTS):
+    for attempt in range(CAS_ATTEMPTS):
+        await cas_backoff(attempt)
         current = await ctx.store.get(path)
         now = ctx.clock.now()
         record: dict[str, Any] = dict(current.data) if current is not None else {}

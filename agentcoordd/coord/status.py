@@ -306,8 +306,9 @@ async def _read_object(
     except InvalidRecord:
         report.note(section, f"{label}: {path}", unknown=True)
         return None
-    except Forbidden:  # outside this token's scope: show the rest, result UNKNOWN
-        report.note(section, f"{label}: {path} (forbidden for these credentials)", unknown=True)
+    except Forbidden as exc:  # outside this token's scope: show the rest, result UNKNOWN
+        # the store's message names the path (and, for a rejected token, the rotation hint)
+        report.note(section, f"{label}: {exc.message}", unknown=True)
         return None
     if current is None:
         return None

@@ -36,7 +36,15 @@ from agentcoordd.model.foundation import (
 )
 from agentcoordd.model.foundation.common import Violation
 
-__all__ = ["Violation", "describe", "families", "validate_record", "validation_payload"]
+__all__ = [
+    "Violation",
+    "contract_error",
+    "describe",
+    "families",
+    "one_line",
+    "validate_record",
+    "validation_payload",
+]
 
 Procedural = Callable[[Any, dict[str, Any]], list[Violation]]
 
@@ -238,6 +246,28 @@ def validation_payload(family: str, data: Any) -> dict[str, Any]:
         "valid": not found,
         "violations": [{"path": v.path, "message": v.message} for v in found],
     }
+
+
+MAX_MESSAGE = 240
+
+
+def one_line(violation: Violation) -> str:
+    """`$.path: message` on one bounded line (how `validate` prints a violation)."""
+    message = " ".join(violation.message.split())
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 3] + "..."
+    path = violation.path if len(violation.path) <= 120 else violation.path[:117] + "..."
+    return f"{path}: {message}"
+
+
+def contract_error(family: str, data: Any, what: str) -> UsageError | None:
+    """A write's contract check (record-event, register-batch): the first violation
+    as a one-line usage error (exit 1) in `validate`'s words, or None when valid."""
+    found = validate_record(family, data)
+    if not found:
+        return None
+    more = f" (+{len(found) - 1} more; see `agentcoordctl validate --family {family}`)" if len(found) > 1 else ""
+    return UsageError(f"{what} violates the {family} contract: {one_line(found[0])}{more}")
 
 
 def _family(name: str) -> Family:

@@ -62,7 +62,8 @@ def _record_event(r: p.RecordEvent) -> dict[str, Any]:
     return dict(batch_id=r.batch_id, type=r.type, lane=r.lane, agent_id=r.agent_id, repo=r.repo,
                 target=r.target, branch=r.branch, status=r.status, message=r.message, meta=r.meta,
                 typed=dict(r.typed), terminal=r.terminal, pr_state=r.pr_state,
-                evidence_url=r.evidence_url, workspace=r.workspace)
+                evidence_url=r.evidence_url, workspace=r.workspace,
+                queue_on_failure=r.queue_on_failure)
 
 
 def _register_batch(r: p.RegisterBatch) -> dict[str, Any]:
@@ -96,6 +97,21 @@ def _overview(r: p.Overview) -> dict[str, Any]:
     return {}
 
 
+# `wait --until-stop-requested` answers (timed_out, exit 2) this long before the
+# dispatcher's own deadline (request.timeout - TIMEOUT_MARGIN) would cut it off.
+WAIT_MARGIN = 0.5
+
+
+def _wait_stop(r: p.WaitStopRequested) -> dict[str, Any]:
+    budget = r.wait_seconds if r.wait_seconds is not None and math.isfinite(r.wait_seconds) else None
+    if r.timeout is not None and math.isfinite(r.timeout) and r.timeout > 0:
+        cap = r.timeout - WAIT_MARGIN
+        budget = cap if budget is None else min(budget, cap)
+    poll = r.poll_seconds if math.isfinite(r.poll_seconds) and r.poll_seconds > 0 else 1.0
+    return dict(batch_id=r.batch_id, poll_seconds=min(max(poll, 0.05), 60.0),
+                timeout=None if budget is None else max(budget, 0.0))
+
+
 ROUTES: dict[type, Route] = {
     p.Claim: Route("agentcoordd.coord.claims", "claim", _claim, write=True),
     p.Release: Route("agentcoordd.coord.claims", "release", _release, write=True),
@@ -110,6 +126,8 @@ ROUTES: dict[type, Route] = {
     p.BatchStopped: Route("agentcoordd.coord.telemetry", "mark_stopped", _batch_signal, write=True),
     p.Health: Route("agentcoordd.coord.health", "health", _health, write=False),
     p.Overview: Route("agentcoordd.coord.overview", "overview", _overview, write=False),
+    p.WaitStopRequested: Route("agentcoordd.coord.telemetry", "wait_until_stop_requested",
+                               _wait_stop, write=False),
 }
 
 
@@ -147,6 +165,10 @@ class Dispatcher:
         from agentcoordd.daemon.keeper import LaneKeeper
 
         self.lanes = LaneKeeper(self, daemon.state_dir, log=daemon.log)
+        from agentcoordd.daemon.delivery import Delivery
+
+        self.delivery = Delivery(self, daemon.state_dir, log=daemon.log)  # issue 9: the outbox
+        self.outbox = self.delivery.outbox
 
     async def handle(self, request: Any,
                      progress: Callable[[p.Progress], None] | None = None) -> p.Response:
@@ -193,16 +215,19 @@ class Dispatcher:
             kwargs["progress"] = report
         await self.lanes.before(request, resolved, warnings)  # keep-alive: touch, fence warning
         try:
-            payload = await function(ctx, **kwargs)
-        finally:
-            warnings.extend(ctx.warnings)
-        payload = _jsonable(payload)
-        exit_code = 0
-        if isinstance(payload, dict) and isinstance(payload.get("exit_code"), int):
-            exit_code = payload.pop("exit_code")
-        if exit_code == 0:  # the lane's batch has a stop request: notice + stop_requested
-            await self.stop_notices.annotate(request, ctx, resolved.key, payload, notices)
-        await self.lanes.after(request, resolved, ctx, payload, exit_code, warnings, notices)
+            try:
+                payload = await function(ctx, **kwargs)
+            finally:
+                warnings.extend(ctx.warnings)
+            payload = _jsonable(payload)
+            exit_code = 0
+            if isinstance(payload, dict) and isinstance(payload.get("exit_code"), int):
+                exit_code = payload.pop("exit_code")
+            if exit_code == 0:  # the lane's batch has a stop request: notice + stop_requested
+                await self.stop_notices.annotate(request, ctx, resolved.key, payload, notices)
+            await self.lanes.after(request, resolved, ctx, payload, exit_code, warnings, notices)
+        finally:  # undeliverable events go to the durable outbox before any reply
+            await self.delivery.queue(ctx.undelivered, resolved, warnings)
         return p.Response(exit_code=exit_code, payload=payload, warnings=warnings,
                           notices=notices)
 
@@ -260,11 +285,28 @@ async def _daemon_stop(d: Dispatcher, request: p.DaemonStop) -> dict[str, Any]:
 
 
 async def _lanes(d: Dispatcher, request: p.Lanes) -> dict[str, Any]:
-    return d.lanes.listing(request.agent_id)
+    listing = d.lanes.listing(request.agent_id)
+    await d.stop_notices.annotate_lanes(d, listing)  # issue 11: stop_requested per lane
+    return listing
 
 
 async def _lanes_stop(d: Dispatcher, request: p.LanesStop) -> dict[str, Any]:
     return {"stopped": await d.lanes.stop(request.agent_id)}
+
+
+async def _outbox(d: Dispatcher, request: p.OutboxList) -> dict[str, Any]:
+    return d.delivery.listing()
+
+
+async def _outbox_flush(d: Dispatcher, request: p.OutboxFlush) -> p.Response:
+    delivered, remaining = await d.delivery.flush(force=True)
+    payload = {**d.delivery.listing(), "delivered": delivered, "remaining": remaining}
+    if not remaining:
+        return p.Response(exit_code=0, payload=payload)
+    errors = [e["last_error"] for e in payload["entries"] if e.get("last_error")]
+    return p.Response(exit_code=p.EXIT_OPERATIONAL, payload=payload, error=(
+        f"outbox flush: {delivered} delivered, {remaining} still queued"
+        + (f" (last error: {' '.join(str(errors[-1]).split())})" if errors else "")))
 
 
 async def _doctor(d: Dispatcher, request: p.Doctor) -> p.Response:
@@ -286,4 +328,6 @@ LOCAL_HANDLERS: dict[type, Callable[[Dispatcher, Any], Awaitable[Any]]] = {
     p.Doctor: _doctor,
     p.Lanes: _lanes,
     p.LanesStop: _lanes_stop,
+    p.OutboxList: _outbox,
+    p.OutboxFlush: _outbox_flush,
 }

@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -263,7 +264,10 @@ def outbox_summary(d: Any) -> dict[str, Any]:
             from agentcoordd.daemon.outbox import Outbox
 
             outbox = Outbox(d.daemon.state_dir)
-        return {"path": str(getattr(outbox, "path", path)), "depth": outbox.depth()}
+        entries = outbox.entries()
+        oldest = min((e.queued_at for e in entries), default=None)
+        return {"path": str(getattr(outbox, "path", path)), "depth": len(entries),
+                "oldest_age_seconds": None if oldest is None else round(time.time() - oldest, 3)}
     except Exception as exc:  # noqa: BLE001 - the doctor reports, never crashes
         return {"path": path, "depth": None, "error": str(exc)}
 

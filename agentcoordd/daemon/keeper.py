@@ -322,12 +322,18 @@ class LaneKeeper:
             fields["repo"] = spec.repo
         if spec.target:
             fields["target"] = spec.target
+        ctx: Ctx | None = None
         try:
             ctx = Ctx(store=self.d.pool.get(resolved), clock=self.d.clock)
             await emit(ctx, spec.batch_id, EVENT_TYPE, fields)
         except Exception as exc:  # noqa: BLE001 - an event is best effort; log it
             self._log("warning", "lane end event not recorded", agent_id=spec.agent_id, error=str(exc))
             return
+        finally:  # an undeliverable end event goes to the durable outbox (issue 9)
+            delivery = getattr(self.d, "delivery", None)
+            if ctx is not None and ctx.undelivered and delivery is not None:
+                await delivery.queue(ctx.undelivered, resolved, ctx.warnings,
+                                     descriptor=spec.backend)
         for warning in ctx.warnings:
             self._log("warning", "lane end event", agent_id=spec.agent_id, detail=warning)
 
@@ -373,7 +379,20 @@ class LaneKeeper:
             else:
                 health.setdefault(name, "ok")
         backends_text = ", ".join(f"{k} {v}" for k, v in sorted(health.items())) or "none in use"
-        return f"{len(live)} keep-alive lanes, {len(failing)} failing; backends: {backends_text}"
+        return (f"{len(live)} keep-alive lanes, {len(failing)} failing; backends: {backends_text}"
+                f"; {self._outbox_text()}")
+
+    def _outbox_text(self) -> str:
+        delivery = getattr(self.d, "delivery", None)
+        if delivery is None:
+            return "outbox: n/a"
+        try:
+            summary = delivery.summary()
+        except (OSError, ValueError) as exc:
+            return f"outbox: unreadable ({exc})"
+        if not summary["depth"]:
+            return "outbox: empty"
+        return f"outbox: {summary['depth']} queued, oldest {summary['oldest_age_seconds']:.0f}s"
 
     # ---- requests ---------------------------------------------------------------
 
@@ -645,8 +664,18 @@ class LaneKeeper:
                 "lag_max": max(lags) if lags else None,
                 "suspends_detected": self.loop.suspends_detected,
                 "status": self.status_line(),
+                **self._outbox_fields(),
             },
         }
+
+    def _outbox_fields(self) -> dict[str, Any]:
+        delivery = getattr(self.d, "delivery", None)
+        try:
+            summary = delivery.summary() if delivery is not None else {}
+        except (OSError, ValueError):
+            summary = {}
+        return {"outbox_depth": summary.get("depth"),
+                "outbox_oldest_age": summary.get("oldest_age_seconds")}
 
     def _log(self, level: str, message: str, **fields: Any) -> None:
         if self.log is not None:

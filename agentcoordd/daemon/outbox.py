@@ -63,9 +63,15 @@ class Outbox:
         line = _encoder.encode(entry) + b"\n"
         with self._lock:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, line)
+                # A torn last line (crash or full disk mid-append) must not swallow this one.
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -160,6 +166,10 @@ class Outbox:
         )
 
     def _rewrite(self, entries: list[OutboxEntry]) -> None:
+        # Temp files of a writer that died (SIGKILL mid-rewrite) are litter: sweep them.
+        for stale in self.dir.glob(".outbox.jsonl.tmp-*"):
+            with contextlib.suppress(OSError):
+                stale.unlink()
         tmp = self.path.with_name(f".outbox.jsonl.tmp-{os.getpid()}")
         body = b"".join(_encoder.encode(e) + b"\n" for e in entries)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -205,6 +205,7 @@ class Daemon:
                 control.start_soon(self._signals)
                 control.start_soon(self._watch_socket)
                 control.start_soon(self.dispatcher.lanes.run)  # keep-alive renewal loop
+                control.start_soon(self.dispatcher.delivery.run)  # outbox retries (issue 9)
                 control.start_soon(self._accept, listener, connections)
                 await self._stop.wait()
                 control.cancel_scope.cancel()

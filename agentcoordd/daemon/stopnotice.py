@@ -12,9 +12,9 @@ stop state that cannot be read is not a stop request (no notice, no failure).
 Cost (bench/stop_notice.py): `stop_state` lists `events/<batch>/` only; a warm
 scan of a local root is a scandir plus cached digests — about 0.2 ms for a
 batch of 10 events, 0.5-1 ms for 200, 5-7 ms for 2,000 (a heartbeat itself
-takes 2-4 ms). So an answer is cached per (backend, batch) for `CACHE_SECONDS` when
-the check was slow (over `SLOW_CHECK_SECONDS`) or the store is remote (HTTP,
-etcd: a listing round trip); small local batches are checked on every call.
+takes 2-4 ms). So answers are cached per (backend, batch): on a local root while
+the batch's event directory and JSONL file are unchanged (two stats), on a
+remote store (HTTP, etcd: a listing round trip) for `CACHE_SECONDS`.
 A stop recorded through this daemon (`batch stop`, `record-event --type
 batch.stop_requested`, the dashboard) forgets the cached answer at once, so
 only a stop written elsewhere can take up to `CACHE_SECONDS` to show.
@@ -22,6 +22,7 @@ only a stop written elsewhere can take up to `CACHE_SECONDS` to show.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -33,8 +34,9 @@ from agentcoordd.model.errors import CoordError
 CHECKED = (p.Claim, p.Heartbeat, p.Release, p.RecordEvent)
 RECORD_KEYS = ("claim", "heartbeat", "event")
 CACHE_SECONDS = 5.0
-SLOW_CHECK_SECONDS = 0.002
 STOP_TYPES = (telemetry.STOP_REQUESTED, telemetry.STOPPED)
+# `lanes` waits at most this long for every lane's stop check together.
+LANES_CHECK_SECONDS = 2.0
 
 
 def batch_of(request: Any, payload: Any) -> str | None:
@@ -50,15 +52,26 @@ def batch_of(request: Any, payload: Any) -> str | None:
     return None
 
 
-class StopNotices:
-    """Per-daemon: the stop check and its short per-batch cache (slow or remote checks)."""
+def _fingerprint(root: Any, batch_id: str) -> tuple[int, ...]:
+    stamp: list[int] = []
+    for path, fields in ((f"{root}/events/{batch_id}", ("st_mtime_ns", "st_ino")),
+                         (f"{root}/events/batches/{batch_id}.jsonl", ("st_mtime_ns", "st_size", "st_ino"))):
+        try:
+            st = os.stat(path)
+        except OSError:
+            stamp.extend(-1 for _ in fields)
+            continue
+        stamp.extend(getattr(st, f) for f in fields)
+    return tuple(stamp)
 
-    def __init__(self, cache_seconds: float = CACHE_SECONDS,
-                 slow_check: float = SLOW_CHECK_SECONDS, clock: Any = time.monotonic) -> None:
+
+class StopNotices:
+    """Per-daemon: the stop check and its per-batch cache."""
+
+    def __init__(self, cache_seconds: float = CACHE_SECONDS, clock: Any = time.monotonic) -> None:
         self.cache_seconds = cache_seconds
-        self.slow_check = slow_check
         self.clock = clock
-        self._cache: dict[tuple[Any, str], tuple[float, dict[str, Any]]] = {}
+        self._cache: dict[tuple[Any, str], tuple[float, dict[str, Any], Any]] = {}
         self.checks = 0  # for tests and `daemon status`
         self.cache_hits = 0
 
@@ -69,23 +82,54 @@ class StopNotices:
 
     async def state(self, ctx: Ctx, backend_key: Any, batch_id: str) -> dict[str, Any]:
         key = (backend_key, batch_id)
+        root = telemetry.local_root(ctx.store)
+        # Local roots: an answer stays valid while the batch's event directory and
+        # its dashboard JSONL file are unchanged (a new event file changes the
+        # directory's mtime) — exact, and independent of how loaded the machine is.
+        # Remote stores: a listing is a round trip, so answers live CACHE_SECONDS.
+        stamp = _fingerprint(root, batch_id) if root is not None else None
         hit = self._cache.get(key)
-        if hit is not None and hit[0] > self.clock():
+        if hit is not None and hit[0] > self.clock() and hit[2] == stamp:
             self.cache_hits += 1
             return hit[1]
         self.checks += 1
-        started = time.perf_counter()
         state = await telemetry.stop_state(ctx, batch_id)
-        slow = time.perf_counter() - started > self.slow_check
-        cacheable = self.cache_seconds > 0 and (slow or telemetry.local_root(ctx.store) is None)
         if hit is not None:
             del self._cache[key]
-        now = self.clock()
-        if cacheable and not state.get("error"):
+        if self.cache_seconds > 0 and not state.get("error"):
             if len(self._cache) > 4096:
                 self._cache.clear()
-            self._cache[key] = (now + self.cache_seconds, state)
+            self._cache[key] = (self.clock() + self.cache_seconds, state, stamp)
         return state
+
+    async def annotate_lanes(self, d: Any, listing: dict[str, Any]) -> None:
+        """`lanes`: `stop_requested` on every keep-alive lane row (true when its batch has a
+        stop request; false otherwise, also when the check could not be made in time)."""
+        import anyio
+
+        keeper = d.lanes
+        keys = {(spec.agent_id, spec.backend.get("key")): key for key, spec in keeper.specs.items()}
+        answers: dict[tuple[Any, str], bool] = {}
+        with anyio.move_on_after(LANES_CHECK_SECONDS):
+            for row in listing.get("lanes") or []:
+                key = keys.get((row.get("agent_id"), row.get("backend")))
+                resolved = keeper.resolved.get(key) if key is not None else None
+                batch = row.get("batch_id")
+                if resolved is None or not batch or (resolved.key, batch) in answers:
+                    continue
+                answers[(resolved.key, batch)] = False
+                try:
+                    ctx = Ctx(store=d.pool.get(resolved), clock=d.clock)
+                    state = await self.state(ctx, resolved.key, batch)
+                except (CoordError, OSError):
+                    continue  # unreadable: not a stop request
+                answers[(resolved.key, batch)] = bool(state.get("stop_requested"))
+        for row in listing.get("lanes") or []:
+            key = keys.get((row.get("agent_id"), row.get("backend")))
+            resolved = keeper.resolved.get(key) if key is not None else None
+            batch = row.get("batch_id")
+            row["stop_requested"] = bool(
+                resolved is not None and batch and answers.get((resolved.key, batch)))
 
     async def annotate(self, request: Any, ctx: Ctx, backend_key: Any, payload: Any,
                        notices: list[str]) -> None:

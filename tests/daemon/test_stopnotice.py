@@ -49,31 +49,48 @@ async def test_an_unsafe_batch_id_is_not_a_stop_and_never_fails(tmp_path: Path, 
     assert "stop_requested" not in payload
 
 
-async def test_fast_local_checks_are_not_cached(tmp_path: Path, clock) -> None:  # noqa: ANN001
+async def test_a_local_answer_is_reused_until_the_batch_changes(tmp_path: Path, clock) -> None:  # noqa: ANN001
     ctx = ctx_for(tmp_path, clock)
-    notices = StopNotices(slow_check=60.0)
+    notices = StopNotices(clock=Ticks())
     assert not (await notices.state(ctx, "k", "b1"))["stop_requested"]
     await telemetry.request_stop(ctx, batch_id="b1")  # written by someone else
+    assert (await notices.state(ctx, "k", "b1"))["stop_requested"]  # the directory changed
+    assert (await notices.state(ctx, "k", "b1"))["stop_requested"]
+    assert notices.cache_hits == 1
+
+
+async def test_a_dashboard_jsonl_stop_invalidates_a_cached_local_answer(tmp_path: Path, clock) -> None:  # noqa: ANN001
+    ctx = ctx_for(tmp_path, clock)
+    notices = StopNotices(clock=Ticks())
+    assert not (await notices.state(ctx, "k", "b1"))["stop_requested"]
+    history = tmp_path / "events" / "batches"
+    history.mkdir(parents=True)
+    (history / "b1.jsonl").write_text(
+        '{"type": "batch.stop_requested", "batch_id": "b1", "event_id": "x", '
+        '"timestamp": "2026-06-19T20:05:00Z"}\n')
     assert (await notices.state(ctx, "k", "b1"))["stop_requested"]
 
 
-async def test_slow_checks_are_cached_for_a_few_seconds_and_forgotten_on_a_local_stop(
+class _Remote:
+    """A store without a local root (the HTTP/etcd case) over a local one."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self.inner, name)
+
+
+async def test_remote_answers_are_cached_for_a_few_seconds_and_forgotten_on_a_local_stop(
         tmp_path: Path, clock) -> None:  # noqa: ANN001
-    ctx = ctx_for(tmp_path, clock)
+    ctx = Ctx(store=_Remote(LocalStore(tmp_path)), clock=clock, identity=Identity(machine_id="m"))
     ticks = Ticks()
-    notices = StopNotices(slow_check=0.0, cache_seconds=5.0, clock=ticks)
+    notices = StopNotices(cache_seconds=5.0, clock=ticks)
     assert not (await notices.state(ctx, "k", "b1"))["stop_requested"]
-    await telemetry.request_stop(ctx, batch_id="b1")  # another writer
+    await telemetry.request_stop(ctx_for(tmp_path, clock), batch_id="b1")  # another writer
     assert not (await notices.state(ctx, "k", "b1"))["stop_requested"]  # cached
     ticks.now += 5.1
     assert (await notices.state(ctx, "k", "b1"))["stop_requested"]  # expired: re-checked
     assert notices.cache_hits == 1
-
-
-async def test_a_batch_stop_through_the_daemon_drops_the_cached_answer(tmp_path: Path, clock) -> None:  # noqa: ANN001
-    ctx = ctx_for(tmp_path, clock)
-    notices = StopNotices(slow_check=0.0, clock=Ticks())
-    await notices.state(ctx, "k", "b1")
-    await telemetry.request_stop(ctx, batch_id="b1")
     await notices.annotate(p.BatchStop(batch_id="b1"), ctx, "k", {"action": "recorded"}, [])
-    assert (await notices.state(ctx, "k", "b1"))["stop_requested"]
+    assert notices.state  # forgetting never fails

@@ -26,7 +26,8 @@ def test_daemon_section_is_opt_in_and_complete(daemon: Daemon) -> None:
     assert section["uptime_seconds"] >= 0
     assert section["state_dir"] == str(daemon.state_dir)
     assert section["lanes"]["count"] == 0 and section["lanes"]["failing"] == 0
-    assert section["outbox"] == {"path": str(daemon.state_dir / "outbox.jsonl"), "depth": 0}
+    assert section["outbox"] == {"path": str(daemon.state_dir / "outbox.jsonl"), "depth": 0,
+                                 "oldest_age_seconds": None}
     assert section["service"]["installed"] is False
     assert section["service"]["started_by"] == "manual"
     assert [f["status"] for f in section["env_files"]] == ["absent", "absent"]
@@ -34,7 +35,8 @@ def test_daemon_section_is_opt_in_and_complete(daemon: Daemon) -> None:
 
 def test_outbox_depth_counts_undelivered_events(daemon: Daemon) -> None:
     line = {"path": "events/b1/e1.json", "record": {"event_id": "e1"},
-            "backend": {"kind": "local", "location": str(daemon.root)},
+            # a backend nobody serves: the daemon's background retries keep them queued
+            "backend": {"kind": "http", "location": "http://127.0.0.1:9", "key": "http:http://127.0.0.1:9"},
             "queued_at": time.time()}
     (daemon.state_dir / "outbox.jsonl").write_text(json.dumps(line) + "\n" + json.dumps(
         {**line, "path": "events/b1/e2.json"}) + "\n")

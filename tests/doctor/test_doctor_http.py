@@ -118,10 +118,10 @@ def test_revoked_token_names_the_resource_and_prints_the_rotation_command(
     assert report["failing_path"] == "claims"
     assert "token rejected" in report["error"]
     assert report["rotation_command"].startswith(
-        "python -m agentcoordd.tokens provision dr-revoked --rotate")
+        "agentcoordctl token provision dr-revoked --rotate")
     text = doctor(daemon, doctor_worker, "dr-revoked")
     assert text.returncode == 2
-    assert any(line.startswith("rotate_token: python -m agentcoordd.tokens provision")
+    assert any(line.startswith("rotate_token: agentcoordctl token provision")
                for line in out(text).splitlines())
     stack = json.loads(out(doctor(daemon, doctor_worker, "dr-revoked", "--stack-json",
                                   "--deep")))

@@ -1,0 +1,61 @@
+"""`outbox [--json]` lists the events agentcoordd could not deliver yet;
+`outbox flush` retries every one of them now (exit 2 while some stay queued)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from agentcoordctl.options import Json, fail, run
+from agentcoordd import protocol as p
+
+
+def register(app: typer.Typer) -> None:
+    app.command("outbox")(outbox)
+
+
+def outbox(
+    action: Annotated[Optional[str], typer.Argument(
+        metavar="[flush]", help="flush: retry every queued event now.")] = None,
+    json: Json = False,
+) -> None:
+    """Events waiting in agentcoordd's durable outbox (path, batch, type, age, attempts,
+    last error); `outbox flush` retries them now."""
+    if action is None:
+        run(p.OutboxList(), as_json=json, text=render_outbox)
+    if action != "flush":
+        raise fail(f"unknown outbox action: {action} (expected: flush)", p.EXIT_USAGE)
+    run(p.OutboxFlush(), as_json=json, text=render_flush)
+
+
+def _age(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def render_outbox(payload: dict[str, Any]) -> str:
+    rows = payload.get("entries") or []
+    if not rows:
+        return f"outbox empty ({payload.get('path')})"
+    header = ("PATH", "BATCH", "TYPE", "AGE", "ATTEMPTS", "NEXT TRY", "LAST ERROR")
+    table = [header]
+    for row in rows:
+        table.append((
+            str(row.get("path")), str(row.get("batch_id") or "-"), str(row.get("type") or "-"),
+            _age(row.get("age_seconds")), str(row.get("attempts", 0)), _age(row.get("next_try_in")),
+            " ".join(str(row.get("last_error") or "-").split())[:80],
+        ))
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in table]
+    lines.append(f"{len(rows)} queued, oldest {_age(payload.get('oldest_age_seconds'))} "
+                 f"({payload.get('path')})")
+    if payload.get("quarantine"):
+        lines.append(f"unreadable lines were set aside in {payload['quarantine']}")
+    return "\n".join(lines)
+
+
+def render_flush(payload: dict[str, Any]) -> str:
+    text = f"outbox flush: {payload.get('delivered', 0)} delivered, {payload.get('remaining', 0)} queued"
+    if payload.get("entries"):
+        text += "\n" + render_outbox(payload)
+    return text
