@@ -5,8 +5,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import anyio
-
 import msgspec
 
 from agentcoordd.model.errors import OperationalError, UsageError
@@ -53,6 +51,8 @@ async def cas_backoff(attempt: int, cap: float = 0.25) -> None:
     """Before retry `attempt` of a lost compare-and-swap: a jittered exponential
     pause, so the losers of a hot record spread out instead of colliding again."""
     if attempt > 0:
+        import anyio  # not at module level: `agentcoordctl validate` imports this module
+
         await anyio.sleep(random.uniform(0.0, min(cap, 0.004 * 2**attempt)))
 
 
