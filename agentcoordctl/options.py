@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
+import msgspec
 import typer
 
 from agentcoordctl import client
@@ -105,7 +106,8 @@ def eprint(line: str) -> None:
 
 
 def dump_json(payload: Any) -> str:
-    return json.dumps(payload, indent=2, ensure_ascii=False)
+    # msgspec, not json.dumps: a full status is megabytes, and ctl pays per call.
+    return msgspec.json.format(msgspec.json.encode(payload), indent=2).decode("utf-8")
 
 
 def fail(message: str, code: int) -> typer.Exit:

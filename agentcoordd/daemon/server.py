@@ -358,6 +358,10 @@ class Daemon:
             body = await self._read_frame(reader, p.MAX_REQUEST_FRAME, IDLE_TIMEOUT, first=False)
             if body is None:
                 return
+            if self._stop is not None and self._stop.is_set():
+                # Shutting down: finish what is in flight, start nothing new. The
+                # client sees the connection close without a reply (not acknowledged).
+                return
             request = _decode(decoder, body)
             if isinstance(request, p.Hello):
                 raise BadClient("second hello", reply="agentcoordd: protocol error: repeated Hello")
