@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from agentcoordctl import client, render
-from agentcoordctl.options import Json, dump_json, eprint, fail, send, show
+from agentcoordctl.options import Json, dump_json, fail, send, show
 from agentcoordd import protocol as p
 
 STOP_WAIT = 10.0

@@ -3,7 +3,6 @@ daemon and prints its answer."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time

@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import time
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 

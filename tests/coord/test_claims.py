@@ -7,9 +7,6 @@ release_* scenarios.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-from pathlib import Path
 
 import pytest
 
@@ -19,57 +16,15 @@ from agentcoordd.coord.context import Ctx
 from agentcoordd.model.errors import ClaimRefused, OperationalError, UsageError
 from agentcoordd.model.identity import Identity
 from agentcoordd.model.records import Metadata
-from agentcoordd.model.timefmt import format_ts
 from agentcoordd.store.base import Conflict, Unavailable
 from agentcoordd.store.local import LocalStore
+from coord_support import HOSTILE, all_files, batch_events, read, ts
 
 REPO, TARGET = "acme/widgets", "1"
 CLAIM = "claims/acme/widgets/1.json"
 
-HOSTILE = [
-    pytest.param("../x", id="dotdot"),
-    pytest.param("a/../../b", id="traversal"),
-    pytest.param("", id="empty"),
-    pytest.param("a" * 10_240, id="10KB"),
-    pytest.param("a\x00b", id="NUL"),
-    pytest.param("a\udcffb", id="surrogate"),
-    pytest.param("\u00e9t\u00e9", id="unicode"),
-]
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "state"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def store(root: Path) -> LocalStore:
-    return LocalStore(root)
-
-
-@pytest.fixture
-def ctx(store, clock) -> Ctx:
-    return Ctx(store, clock)
-
-
-def read(root: Path, rel: str) -> dict:
-    return json.loads((root / rel).read_text())
-
-
-def batch_events(root: Path, batch: str = "b1") -> list[dict]:
-    directory = root / "events" / batch
-    events = [json.loads(p.read_text()) for p in directory.glob("*.json")] if directory.is_dir() else []
-    return sorted(events, key=lambda e: e["event_id"])
-
-
-def all_files(root: Path) -> list[str]:
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
-
-
-def ts(clock, **delta) -> str:
-    return format_ts(clock.now() + dt.timedelta(**delta))
 
 
 async def put_heartbeat(store, clock, agent: str, *, updated: dict, expires: dict) -> None:

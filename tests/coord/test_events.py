@@ -19,35 +19,9 @@ from agentcoordd.model.identity import Identity
 from agentcoordd.model.records import Metadata
 from agentcoordd.model.timefmt import format_ts
 from agentcoordd.store.base import Unavailable
-from agentcoordd.store.local import LocalStore
+from coord_support import HOSTILE
 
-HOSTILE = [
-    pytest.param("../x", id="dotdot"),
-    pytest.param("a/../../b", id="traversal"),
-    pytest.param("", id="empty"),
-    pytest.param("a" * 10_240, id="10KB"),
-    pytest.param("a\x00b", id="NUL"),
-    pytest.param("a\udcffb", id="surrogate"),
-    pytest.param("\u00e9t\u00e9", id="unicode"),
-]
 EVENT_ID = re.compile(r"\d{8}T\d{6}\.\d{6}Z-[0-9a-f]{8}")
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    path = tmp_path / "state"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def store(root: Path) -> LocalStore:
-    return LocalStore(root)
-
-
-@pytest.fixture
-def ctx(store, clock) -> Ctx:
-    return Ctx(store, clock)
 
 
 def batch_events(root: Path, batch: str = "b1") -> list[dict]:
