@@ -38,10 +38,7 @@ def claim(
     """Acquire or renew the lease on ISSUE_OR_PR (exit 3 while another holder is live or stale)."""
     ka = lanes.keep_alive(keep_alive, renew_every=renew_every, watch_pid=watch_pid,
                           idle_timeout=idle_timeout, heartbeat_ttl=heartbeat_ttl)
-    meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
-                    dashboard_url=dashboard_url, operator=operator, phase=phase,
-                    generation=generation, instance_id=instance_id, synthetic=synthetic,
-                    synthetic_kind=synthetic_kind)
+    meta = metadata(locals())
     run(p.Claim(agent_id=agent_id, repo=repo, target=target, batch_id=batch_id, branch=branch,
                 ttl=ttl, meta=meta, keep_alive=ka,
                 selection=selection(state_root, api_url, etcd_endpoints, backend)),
@@ -76,10 +73,7 @@ def release(
     json: Json = False,
 ) -> None:
     """Release your claim on ISSUE_OR_PR: plain, structured handoff, or terminal closeout."""
-    meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
-                    dashboard_url=dashboard_url, operator=operator, phase=phase,
-                    generation=generation, instance_id=instance_id, synthetic=synthetic,
-                    synthetic_kind=synthetic_kind)
+    meta = metadata(locals())
     run(p.Release(agent_id=agent_id, repo=repo, target=target, meta=meta, handoff_to=handoff_to,
                   handoff_note=handoff_note, terminal=terminal, pr_state=pr_state,
                   evidence_url=evidence_url, workspace=workspace,

@@ -62,10 +62,7 @@ def record_event(
     json: Json = False,
 ) -> None:
     """Append an immutable event under events/<batch-id>/ (lane_closed: create-only)."""
-    meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
-                    dashboard_url=dashboard_url, operator=operator, phase=phase,
-                    generation=generation, instance_id=instance_id, synthetic=synthetic,
-                    synthetic_kind=synthetic_kind)
+    meta = metadata(locals())
     typed = {k: v for k, v in dict(reason=reason, from_route=from_route, to_route=to_route,
                                    evidence=evidence, severity=severity, category=category,
                                    kind=kind).items() if v is not None}

@@ -40,10 +40,7 @@ def heartbeat(
     """Write heartbeats/<agent-id>.json: you are alive, and what you are doing."""
     ka = lanes.keep_alive(keep_alive, renew_every=renew_every, watch_pid=watch_pid,
                           idle_timeout=idle_timeout)
-    meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
-                    dashboard_url=dashboard_url, operator=operator, phase=phase,
-                    generation=generation, instance_id=instance_id, synthetic=synthetic,
-                    synthetic_kind=synthetic_kind)
+    meta = metadata(locals())
     run(p.Heartbeat(agent_id=agent_id, repo=repo, target=target, batch_id=batch_id, branch=branch,
                     status=status, ttl=ttl, meta=meta, keep_alive=ka,
                     selection=selection(state_root, api_url, etcd_endpoints, backend)),

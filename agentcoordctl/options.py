@@ -84,17 +84,15 @@ SyntheticKind = Annotated[Optional[str], typer.Option("--synthetic-kind", metava
                                                       rich_help_panel="Metadata")]
 
 
-def metadata(*, thread_handle: str | None, chat_handle: str | None, host: str | None,
-             pr_url: str | None, dashboard_url: str | None, operator: str | None,
-             phase: str | None, generation: str | None, instance_id: str | None,
-             synthetic: bool, synthetic_kind: str | None) -> Metadata:
-    gen: int | str | None = generation
-    if generation is not None and generation.isascii() and generation.isdigit():
-        gen = int(generation)
-    return Metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
-                    dashboard_url=dashboard_url, operator=operator, phase=phase, generation=gen,
-                    instance_id=instance_id, synthetic=True if synthetic else None,
-                    synthetic_kind=synthetic_kind)
+def metadata(options: dict[str, Any]) -> Metadata:
+    """The metadata options of a command, picked by name from its parameters
+    (`metadata(locals())`): the Metadata Struct is the one list of them."""
+    fields = {name: options.get(name) for name in Metadata.__struct_fields__}
+    generation = fields["generation"]
+    if isinstance(generation, str) and generation.isascii() and generation.isdigit():
+        fields["generation"] = int(generation)
+    fields["synthetic"] = True if fields["synthetic"] else None
+    return Metadata(**fields)
 
 
 # ---- running a request ----------------------------------------------------------------

@@ -65,10 +65,7 @@ def run_command(
         raise fail("run needs a command: agentcoordctl run … -- COMMAND [ARGS]", p.EXIT_USAGE)
     if fence_grace < 0:
         raise fail("--fence-grace must not be negative", p.EXIT_USAGE)
-    meta = metadata(thread_handle=thread_handle, chat_handle=chat_handle, host=host, pr_url=pr_url,
-                    dashboard_url=dashboard_url, operator=operator, phase=phase,
-                    generation=generation, instance_id=instance_id, synthetic=synthetic,
-                    synthetic_kind=synthetic_kind)
+    meta = metadata(locals())
     chosen = selection(state_root, api_url, etcd_endpoints, backend)
 
     child, gate = _fork_gated(command)

@@ -27,6 +27,7 @@ from typing import Any
 
 from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, lane_targets_of
 from agentcoordd.model.liveness import DEAD_AFTER_TTL_MULTIPLIER
+from agentcoordd.model.records import Metadata
 from agentcoordd.model.status import satisfies_dependency
 from agentcoordd.model.timefmt import parse_ts
 from agentcoordd.store.cache import Malformed
@@ -35,47 +36,14 @@ UNKNOWN = "UNKNOWN"
 _ZERO = dt.timedelta(0)
 _NO_TIME = float("-inf")
 
-_ATTRIBUTION = ("machine_id", "session_id", "session_source")
+# Optional fields status projects when present: the caller's metadata options
+# (one list, the Metadata Struct) plus the attribution tuple and each family's own.
+_OPTIONS = (*Metadata.__struct_fields__, "machine_id", "session_id", "session_source")
 CLAIM_METADATA = frozenset((
-    "batch_id",
-    "thread_handle",
-    "chat_handle",
-    "host",
-    "pr_url",
-    "dashboard_url",
-    "operator",
-    "phase",
-    "generation",
-    "instance_id",
-    "release_mode",
-    "handoff_to",
-    "handoff_note",
-    "terminal",
-    "pr_state",
-    "evidence_url",
-    "workspace",
-    "closed_by",
-    *_ATTRIBUTION,
-    "synthetic",
-    "synthetic_kind",
+    *_OPTIONS, "batch_id", "release_mode", "handoff_to", "handoff_note", "terminal", "pr_state",
+    "evidence_url", "workspace", "closed_by",
 ))
-HEARTBEAT_METADATA = frozenset((
-    "batch_id",
-    "branch",
-    "thread_handle",
-    "chat_handle",
-    "host",
-    "pr_url",
-    "dashboard_url",
-    "operator",
-    "phase",
-    "generation",
-    "instance_id",
-    "status_raw",
-    *_ATTRIBUTION,
-    "synthetic",
-    "synthetic_kind",
-))
+HEARTBEAT_METADATA = frozenset((*_OPTIONS, "batch_id", "branch", "status_raw"))
 LANE_METADATA = frozenset((
     "thread_handle",
     "chat_handle",
