@@ -7,6 +7,9 @@ lane is treated as due so each is checked before anything else happens.
 
 The scheduler decides *when*; the `renew` callback decides *what* (it re-reads
 and CAS-writes the heartbeat, and raises LaneEnded when the lane must stop).
+With `renew_batch`, the lanes due in one wake are handed over together (the
+daemon renews a local store's batch in one worker thread, one fsync per
+directory) and each lane's outcome is settled the same way.
 """
 
 from __future__ import annotations
@@ -144,6 +147,8 @@ def slept(asked: float, timer_elapsed: float) -> bool:
 
 
 Renew = Callable[[Lane], Awaitable[None]]
+# One outcome per lane, in order: None for renewed, else the exception renew raised.
+RenewBatch = Callable[[list[Lane]], Awaitable[list[BaseException | None]]]
 OnEnd = Callable[[Lane], Awaitable[None]]
 
 
@@ -165,6 +170,8 @@ class RenewalLoop:
         on_end: OnEnd,
         pid_alive: Callable[[int], bool],
         on_tick: Callable[[], None] | None = None,
+        renew_batch: RenewBatch | None = None,
+        batch_max: int = 64,
         concurrency: int = 64,
         max_sleep: float = 5.0,
         watch_interval: float = 0.0,
@@ -176,6 +183,8 @@ class RenewalLoop:
         self.timer = timer
         self.wall = wall
         self.renew = renew
+        self.renew_batch = renew_batch
+        self.batch_max = batch_max
         self.on_end = on_end
         self.pid_alive = pid_alive
         self.on_tick = on_tick
@@ -218,10 +227,18 @@ class RenewalLoop:
                 if self._last_watch_check is None or after - self._last_watch_check >= self.watch_interval:
                     self._last_watch_check = after
                     await self._check_watched(after)
+                due: list[Lane] = []
                 for lane in self.schedule.pop_due(after):
                     if self.schedule.idle(lane, after):
                         await self._end(lane, "idle_timeout")
                     else:
+                        due.append(lane)
+                if self.renew_batch is not None:
+                    # Bounded batches: a burst (resume, suspend) still renews in parallel.
+                    for start in range(0, len(due), self.batch_max):
+                        tg.start_soon(self._renew_batch, due[start:start + self.batch_max])
+                else:
+                    for lane in due:
                         tg.start_soon(self._renew_one, lane)
 
     async def _check_watched(self, now: float) -> None:
@@ -241,14 +258,32 @@ class RenewalLoop:
             try:
                 await self.renew(lane)
             except Exception as exc:  # noqa: BLE001 - classified below, never kills the loop
-                if not lane.live:
-                    return  # ended (released, stopped, …) while the renewal ran
-                reason = getattr(exc, "reason", None)
-                if reason is not None:
-                    await self._end(lane, reason, "fenced" if reason == "fenced" else "ended")
-                    return
-                self.schedule.failed(lane, self.timer(), getattr(exc, "message", None) or repr(exc))
+                await self._settle(lane, exc)
                 return
-            if not lane.live or self.schedule.lanes.get(lane.key) is not lane:
-                return  # ended or replaced while the renewal ran: never revive it
-            self.schedule.succeeded(lane, self.timer(), self.wall())
+            await self._settle(lane, None)
+
+    async def _renew_batch(self, lanes: list[Lane]) -> None:
+        assert self.renew_batch is not None
+        async with self._limiter:
+            lanes = [lane for lane in lanes if lane.live]
+            try:
+                outcomes = await self.renew_batch(lanes)
+            except Exception as exc:  # noqa: BLE001 - the whole batch failed: each lane backs off
+                outcomes = [exc] * len(lanes)
+            for lane, outcome in zip(lanes, outcomes, strict=True):
+                await self._settle(lane, outcome)
+
+    async def _settle(self, lane: Lane, error: BaseException | None) -> None:
+        """Reschedule, back off or end `lane` after its renewal finished."""
+        if not lane.live:
+            return  # ended (released, stopped, …) while the renewal ran
+        if error is not None:
+            reason = getattr(error, "reason", None)
+            if reason is not None:
+                await self._end(lane, reason, "fenced" if reason == "fenced" else "ended")
+                return
+            self.schedule.failed(lane, self.timer(), getattr(error, "message", None) or repr(error))
+            return
+        if self.schedule.lanes.get(lane.key) is not lane:
+            return  # replaced while the renewal ran: never revive it
+        self.schedule.succeeded(lane, self.timer(), self.wall())

@@ -5,6 +5,8 @@
 * The version token is the SHA-256 hex of the record file's bytes.
 * Writes go to a temp file in the same directory, fsync, rename, fsync the dir:
   a reader sees the old record or the new one, never half of one.
+  `group_commit()` lets one thread write many records and fsync each touched
+  directory once at the end (the daemon's batched heartbeat renewals).
 * Records are pretty-printed JSON (2-space indent) with a trailing newline.
 * The root may be a symlink (operator's choice); anything below it fails closed.
 """
@@ -18,6 +20,7 @@ import hashlib
 import os
 import secrets
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -67,6 +70,8 @@ class LocalStore:
         self.name = f"local:{self.root}"
         # Hot paths join plain strings: pathlib showed up in per-renewal CPU.
         self._root = os.fspath(self.root)
+        # Per-thread set of directories whose fsync is deferred (group_commit).
+        self._deferred = threading.local()
 
     # ---- async Store API -------------------------------------------------
 
@@ -97,6 +102,30 @@ class LocalStore:
         return await anyio.to_thread.run_sync(fn, *args)
 
     # ---- blocking implementation ------------------------------------------
+
+    @contextlib.contextmanager
+    def group_commit(self) -> Iterator[None]:
+        """Writes by this thread inside the block fsync their directory once, at the end.
+
+        Each record is still written whole (temp file fsynced, then renamed), so
+        a crash before the directory fsync can only lose the rename: the
+        previous, complete record stays. A failing directory fsync raises here.
+        """
+        if getattr(self._deferred, "dirs", None) is not None:
+            yield  # nested: the outer block syncs
+            return
+        dirs: set[str] = set()
+        self._deferred.dirs = dirs
+        try:
+            yield
+        finally:
+            self._deferred.dirs = None
+            for directory in sorted(dirs):
+                try:
+                    self._fsync_dir(directory)
+                except OSError as exc:
+                    shown = os.path.relpath(directory, self._root)
+                    raise self._os_error("cannot sync", shown, exc) from None
 
     def get_sync(self, path: str) -> Versioned | None:
         full = self._checked(path)
@@ -266,7 +295,11 @@ class LocalStore:
             finally:
                 os.close(fd)
             os.replace(tmp, full)
-            self._fsync_dir(directory)
+            deferred = getattr(self._deferred, "dirs", None)
+            if deferred is None:
+                self._fsync_dir(directory)
+            else:
+                deferred.add(directory)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)

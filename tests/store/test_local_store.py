@@ -339,3 +339,55 @@ async def test_record_deleted_underneath_us_makes_our_cas_fail(store, root):
     (root / CLAIM).unlink()
     with pytest.raises(NotFound):
         await store.replace(CLAIM, RECORD, seen.version)
+
+
+# ---- group commit --------------------------------------------------------------------
+
+
+def _count_dir_syncs(monkeypatch) -> list[str]:
+    """Record each directory fsync (the real fsync still runs)."""
+    synced: list[str] = []
+    real = LocalStore._fsync_dir
+
+    def counting(directory: str) -> None:
+        synced.append(directory)
+        real(directory)
+
+    monkeypatch.setattr(LocalStore, "_fsync_dir", staticmethod(counting))
+    return synced
+
+
+def test_group_commit_syncs_each_touched_directory_once_at_the_end(store, root, monkeypatch):
+    paths = [f"heartbeats/agent-{n}.json" for n in range(20)] + ["claims/acme/w/1.json"]
+    for path in paths:
+        store.write_sync(path, {"n": 0}, None)
+    synced = _count_dir_syncs(monkeypatch)
+    with store.group_commit():
+        for path in paths:
+            current = store.get_sync(path)
+            store.write_sync(path, {"n": 1}, current.version)
+            assert json.loads((root / path).read_text()) == {"n": 1}  # visible at once
+        assert synced == []  # nothing synced yet
+    assert sorted(synced) == [str(root / "claims/acme/w"), str(root / "heartbeats")]
+    store.write_sync(paths[0], {"n": 2}, store.get_sync(paths[0]).version)
+    assert len(synced) == 3  # outside the block: one sync per write again
+    assert leftovers(root) == []
+
+
+def test_group_commit_syncs_what_was_written_before_an_error(store, root, monkeypatch):
+    synced = _count_dir_syncs(monkeypatch)
+    with pytest.raises(Conflict), store.group_commit():
+        store.write_sync("heartbeats/a.json", {"n": 0}, None)
+        with store.group_commit():  # nested: the outer block syncs
+            store.write_sync("heartbeats/b.json", {"n": 0}, None)
+        store.write_sync("heartbeats/a.json", {"n": 1}, None)  # create of an existing record
+    assert synced == [str(root / "heartbeats")]
+
+
+def test_group_commit_is_per_thread(store, root, monkeypatch):
+    synced = _count_dir_syncs(monkeypatch)
+    with store.group_commit():
+        worker = threading.Thread(target=store.write_sync, args=("claims/x/y/1.json", RECORD, None))
+        worker.start()
+        worker.join()
+        assert synced == [str(root / "claims/x/y")]  # the other thread synced its own write
