@@ -5,20 +5,22 @@
     wait --until-complete --batch-id B             every lane of B reports a terminal status
     wait --until-stop-requested --batch-id B       the batch has a stop request (batch stop)
 
-Each poll is one `status` request answered by the daemon's status use case
-(batch or target scope). An UNKNOWN answer (backend trouble) is not the
+`--until-free` and `--until-complete` poll one `status` request each
+(target or batch scope). An UNKNOWN answer (backend trouble) is not the
 condition: waiting goes on, and the reason is shown once.
 
-`--until-stop-requested` is answered by the daemon itself
-(`telemetry.wait_until_stop_requested`): one request per slice of at most
-`REQUEST_TIMEOUT` seconds, each answered before its own deadline — exit 0 with
-the stop state, or exit 2 with `timed_out` — so no slice ends in a generic
-"daemon did not answer" timeout.
+`--until-unblocked` and `--until-stop-requested` are answered by the daemon
+itself (`coord.waits`, `telemetry.wait_until_stop_requested`): one request per
+slice of at most `REQUEST_TIMEOUT` seconds, each answered before its own
+deadline — exit 0 with the state, or exit 2 with `timed_out` — so no slice ends
+in a generic "daemon did not answer" timeout. The daemon reads only the lane's
+dependencies and shares those reads between concurrent waiters.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
 import typer
@@ -75,9 +77,13 @@ def wait(
     if timeout <= 0 or interval <= 0:
         raise fail("--timeout and --interval must be positive", p.EXIT_USAGE)
     chosen = selection(state_root, api_url, etcd_endpoints, backend)
-    if mode == "until-stop-requested":
-        assert batch_id is not None
-        wait_stop(batch_id, chosen, timeout=timeout, interval=interval, json=json)
+    if mode in DAEMON_WAITS:
+        build = DAEMON_WAITS[mode]
+
+        def request(slice_: float) -> p._Wait:
+            return build(batch_id, lane, slice_, interval, chosen)
+
+        wait_in_daemon(mode, request, timeout=timeout, interval=interval, json=json)
     started = time.monotonic()
     deadline = started + timeout
     shown = ""
@@ -119,57 +125,75 @@ def wait(
         time.sleep(interval)
 
 
-def wait_stop(batch_id: str, chosen: p.Selection, *, timeout: float, interval: float,
-              json: bool) -> None:
-    """--until-stop-requested: daemon-side polling in slices; exit 0 met, 2 timed out."""
-    mode = "until-stop-requested"
-    started = time.monotonic()
-    deadline = started + timeout
-    shown = ""
+def send_with_ctl(request: p._Wait, timeout: float) -> p.Response:
+    """One slice through ctl's client (its notices go to stderr)."""
+    request.caller = client.caller()
+    response, _ = client.request(request, timeout=timeout)
+    for notice in response.notices:
+        eprint(notice)
+    return response
+
+
+def wait_slices(request: Callable[[float], p._Wait], *, timeout: float, interval: float,
+                send: Callable[[p._Wait, float], p.Response] = send_with_ctl,
+                shown: Callable[[str], None] = lambda why: None) -> tuple[bool, dict[str, Any], str]:
+    """Daemon-side waiting in slices: (met, state, last reason). Raises the usage
+    error a slice answered with; `shown` sees each new reason for waiting."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    first = True
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            break
-        slice_ = min(remaining, REQUEST_TIMEOUT)
-        request = p.WaitStopRequested(batch_id=batch_id, wait_seconds=slice_, poll_seconds=interval,
-                                      selection=chosen)
-        request.caller = client.caller()
+            return False, {}, last
+        # The first slice only checks, so the reason for waiting is shown at once.
+        slice_ = 0.0 if first else min(remaining, REQUEST_TIMEOUT)
+        first = False
         why, slice_over = "", False
         try:
             # The daemon answers by request.timeout - 0.5 s at the latest.
-            response, _ = client.request(request, timeout=slice_ + 1.0)
+            response = send(request(slice_), slice_ + 1.0)
         except client.ClientError as exc:
             why = exc.message
         else:
-            for notice in response.notices:
-                eprint(notice)
             if response.exit_code == p.EXIT_USAGE:
                 raise fail(response.error or "usage error", p.EXIT_USAGE)
             payload = response.payload if isinstance(response.payload, dict) else {}
-            if response.exit_code == 0 and payload.get("stop_requested"):
-                waited = round(time.monotonic() - started, 3)
-                detail = _stop_detail(batch_id, payload)
-                if json:
-                    print(dump_json({"condition": mode, "met": True, "waited_seconds": waited,
-                                     "detail": detail, "stop": payload}))
-                else:
-                    print(f"stop-requested: {detail}")
-                raise typer.Exit(0)
+            if response.exit_code == 0:
+                return True, payload, str(payload.get("detail") or "")
             if payload.get("timed_out"):
                 slice_over = True
-                why = payload.get("error") or f"no stop request for batch {batch_id} yet"
+                why = str(payload.get("detail") or payload.get("error") or "condition not met yet")
             else:
-                why = response.error or "stop state is UNKNOWN (backend trouble)"
-        if why != shown:
-            shown = why
-            eprint(f"waiting: {why}")
+                why = response.error or "state is UNKNOWN (backend trouble)"
+        if why != last:
+            last = why
+            shown(why)
         if not slice_over:  # an error answered early: do not spin
             time.sleep(min(interval, max(deadline - time.monotonic(), 0.0)))
+
+
+def wait_in_daemon(mode: str, request: Callable[[float], p._Wait], *, timeout: float,
+                   interval: float, json: bool) -> None:
+    """Print the outcome of a daemon-side wait and exit 0 (met) or 2 (timed out)."""
+    started = time.monotonic()
+    met, state, why = wait_slices(request, timeout=timeout, interval=interval,
+                                  shown=lambda text: eprint(f"waiting: {text}"))
     waited = round(time.monotonic() - started, 3)
+    if mode == "until-stop-requested" and met:
+        why = _stop_detail(str(state.get("batch_id")), state)
+    state = {k: v for k, v in state.items() if k not in ("exit_code", "detail", "timed_out")}
+    if met:
+        if json:
+            print(dump_json({"condition": mode, "met": True, "waited_seconds": waited,
+                             "detail": why, STATE_KEY[mode]: state}))
+        else:
+            print(f"{mode.removeprefix('until-')}: {why}")
+        raise typer.Exit(0)
     if json:
         print(dump_json({"condition": mode, "met": False, "timed_out": True,
-                         "waited_seconds": waited, "detail": shown}))
-    eprint(f"wait: timed out after {timeout:g}s ({shown or 'no stop request'})")
+                         "waited_seconds": waited, "detail": why}))
+    eprint(f"wait: timed out after {timeout:g}s ({why or 'condition not met'})")
     raise typer.Exit(p.EXIT_OPERATIONAL)
 
 
@@ -185,19 +209,6 @@ def _stop_detail(batch_id: str, state: dict[str, Any]) -> str:
 def _batch(payload: dict[str, Any]) -> dict[str, Any] | None:
     batches = payload.get("batches") or []
     return batches[0] if batches and isinstance(batches[0], dict) else None
-
-
-def unblocked(payload: dict[str, Any], *, batch_id: str | None, lane: str | None) -> tuple[bool, str]:
-    batch = _batch(payload)
-    if batch is None:
-        return False, f"batch {batch_id} not found"
-    for row in batch.get("lanes") or []:
-        if isinstance(row, dict) and row.get("name") == lane:
-            blocked = row.get("blocked_on") or []
-            if not blocked:
-                return True, f"lane {lane} of {batch_id} is unblocked"
-            return False, f"lane {lane} of {batch_id} blocked on {', '.join(map(str, blocked))}"
-    return False, f"lane {lane} not in batch {batch_id}"
 
 
 def complete(payload: dict[str, Any], *, batch_id: str | None, lane: str | None) -> tuple[bool, str]:
@@ -240,4 +251,12 @@ def free(payload: dict[str, Any], *, batch_id: str | None, lane: str | None) -> 
     return False, f"{label} held by {holder} (no heartbeat; claim expires {claim.get('expires_at')})"
 
 
-CHECKS = {"until-unblocked": unblocked, "until-complete": complete, "until-free": free}
+CHECKS = {"until-complete": complete, "until-free": free}
+# Conditions the daemon polls: mode -> request for one slice, and the --json key of its state.
+STATE_KEY = {"until-unblocked": "lane", "until-stop-requested": "stop"}
+DAEMON_WAITS: dict[str, Callable[..., p._Wait]] = {
+    "until-unblocked": lambda batch_id, lane, slice_, poll, chosen: p.WaitUnblocked(
+        batch_id=batch_id, lane=lane, wait_seconds=slice_, poll_seconds=poll, selection=chosen),
+    "until-stop-requested": lambda batch_id, lane, slice_, poll, chosen: p.WaitStopRequested(
+        batch_id=batch_id, wait_seconds=slice_, poll_seconds=poll, selection=chosen),
+}

@@ -223,13 +223,25 @@ class OutboxFlush(_Request, tag_field="op", tag="outbox_flush", kw_only=True):
     """`outbox flush`: retry every queued event now (ignoring backoff)."""
 
 
-class WaitStopRequested(_Request, tag_field="op", tag="wait_stop_requested", kw_only=True):
-    """`wait --until-stop-requested --batch-id B`: answer once the batch has a stop request,
-    or with exit 2 and `timed_out` after `wait_seconds` (kept below the request's timeout)."""
+class _Wait(_Request, kw_only=True):
+    """A wait the daemon polls: answered once the condition holds, or with exit 2 and
+    `timed_out` after `wait_seconds` (kept below the request's timeout)."""
 
-    batch_id: str
     wait_seconds: float | None = None  # None: as long as the request's timeout allows
     poll_seconds: float = 1.0
+
+
+class WaitStopRequested(_Wait, tag_field="op", tag="wait_stop_requested", kw_only=True):
+    """`wait --until-stop-requested --batch-id B`: the batch has a stop request."""
+
+    batch_id: str
+
+
+class WaitUnblocked(_Wait, tag_field="op", tag="wait_unblocked", kw_only=True):
+    """`wait --until-unblocked --batch-id B --lane L`: every dependency of L is satisfied."""
+
+    batch_id: str
+    lane: str
 
 
 class Doctor(_Request, tag_field="op", tag="doctor", kw_only=True):
@@ -295,6 +307,7 @@ Request = Union[
     OutboxList,
     OutboxFlush,
     WaitStopRequested,
+    WaitUnblocked,
 ]
 REQUEST_TYPES: tuple[type[_Request], ...] = Request.__args__  # type: ignore[attr-defined]
 
@@ -322,7 +335,7 @@ ClientFrame = Union[Hello, Claim, Release, Heartbeat, RecordEvent, RegisterBatch
                     BatchAudit, Gc, Version, ConfigShow, DaemonStatus, DaemonStop,
                     Lanes, LanesStop, Doctor,
                     BatchStop, BatchStopped, Health, Overview, Dashboard,
-                    OutboxList, OutboxFlush, WaitStopRequested]
+                    OutboxList, OutboxFlush, WaitStopRequested, WaitUnblocked]
 ServerFrame = Union[Welcome, Progress, Response]
 
 

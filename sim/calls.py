@@ -118,10 +118,13 @@ class WireTransport:
         self.caller_env = {k: v for k, v in env.items()
                            if k.startswith(client.FORWARD_PREFIXES) or k in client.FORWARD_NAMES}
 
-    def _send(self, message: Any, timeout: float) -> Result:
+    def _caller(self) -> Any:
         from agentcoordd import protocol as p
 
-        message.caller = p.Caller(env=self.caller_env, cwd=os.getcwd(), pid=os.getpid())
+        return p.Caller(env=self.caller_env, cwd=os.getcwd(), pid=os.getpid())
+
+    def _send(self, message: Any, timeout: float) -> Result:
+        message.caller = self._caller()
         try:
             resp, _ = self.client.request(message, timeout=timeout, autostart=False, env=self.env,
                                           path=self.path, notify=lambda _m: None)
@@ -156,12 +159,26 @@ class WireTransport:
         raise ValueError(f"wire transport has no mapping for {cmd}")
 
     def _wait(self, args: dict[str, str], timeout: float) -> Result:
-        from agentcoordctl.wait import CHECKS
+        from agentcoordctl.wait import CHECKS, DAEMON_WAITS, wait_slices
         from agentcoordd import protocol as p
 
-        mode = next(m for m in CHECKS if m in args)
+        mode = next(m for m in (*CHECKS, *DAEMON_WAITS) if m in args)
         deadline = time.monotonic() + float(args.get("timeout", WAIT_TIMEOUT))
         interval = float(args.get("interval", WAIT_INTERVAL))
+        if mode in DAEMON_WAITS:  # polled by the daemon, as ctl does it
+            def request(slice_: float) -> Any:
+                return DAEMON_WAITS[mode](args.get("batch-id"), args.get("lane"), slice_, interval,
+                                          p.Selection())
+
+            def send(message: Any, slice_timeout: float) -> Any:
+                message.caller = self._caller()
+                resp, _ = self.client.request(message, timeout=slice_timeout, autostart=False,
+                                              env=self.env, path=self.path, notify=lambda _m: None)
+                return resp
+
+            met, _, why = wait_slices(request, timeout=deadline - time.monotonic(), interval=interval,
+                                      send=send)
+            return Result(0 if met else 2, {"condition": mode, "met": met, "detail": why}, "" if met else why)
         why = ""
         while True:
             if mode == "until-free":

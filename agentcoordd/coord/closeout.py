@@ -4,6 +4,10 @@ The lane_closed id is a deterministic reservation per (batch, lane), written
 create-only: the first closeout is authoritative, an identical retry succeeds,
 a conflicting one is refused. After the event, the registered lane is stamped
 and the batch completes when its last lane closes; a retry converges both.
+
+Every closeout of a batch rewrites the one manifest. With hundreds of lanes
+closing at once, one CAS per lane mostly loses; `ctx.stamps` (the daemon's
+`StampQueue`) makes concurrent closeouts of a batch share one read-modify-write.
 """
 
 from __future__ import annotations
@@ -168,6 +172,14 @@ async def close_lane(
 
 async def stamp_lane(ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) -> None:
     """Mark the registered lane closed; the last closed lane completes the batch."""
+    if ctx.stamps is not None:
+        await ctx.stamps.stamp(ctx, batch_id, lane, event)
+    else:
+        await stamp_lanes(ctx, batch_id, {lane: event})
+
+
+async def stamp_lanes(ctx: Ctx, batch_id: str, closed: dict[str, dict[str, Any]]) -> None:
+    """Stamp several closed lanes (name -> lane_closed event) in one manifest CAS."""
     path = ids.batch_path(batch_id)
     for attempt in range(MANIFEST_CAS_ATTEMPTS):
         await cas_backoff(attempt, cap=0.5)
@@ -175,7 +187,7 @@ async def stamp_lane(ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) 
         if stored is None:
             return
         manifest, version = stored
-        updated = _stamped(manifest, lane, event, format_ts(ctx.clock.now()))
+        updated = _stamped(manifest, closed, format_ts(ctx.clock.now()))
         if updated is None:
             return  # already converged: nothing to write
         try:
@@ -188,14 +200,15 @@ async def stamp_lane(ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) 
     raise contention(path)
 
 
-def _stamped(manifest: dict[str, Any], lane: str, event: dict[str, Any], now: str) -> dict | None:
+def _stamped(manifest: dict[str, Any], closed: dict[str, dict[str, Any]], now: str) -> dict | None:
     lanes = manifest.get("lanes")
     if not isinstance(lanes, list):
         return None
     new_lanes: list[Any] = []
     changed = False
     for entry in lanes:
-        if isinstance(entry, dict) and entry.get("name") == lane and entry.get("terminal") is None:
+        event = closed.get(entry.get("name")) if isinstance(entry, dict) else None
+        if event is not None and entry.get("terminal") is None:
             entry = dict(entry, status=event["terminal"], closed_at=event["at"])
             entry.update({f: event[f] for f in _LANE_STAMP_FIELDS if f in event})
             changed = True
@@ -210,6 +223,67 @@ def _stamped(manifest: dict[str, Any], lane: str, event: dict[str, Any], now: st
         return None
     out["updated_at"] = now
     return out
+
+
+class StampQueue:
+    """Group commit for lane stamps: concurrent closeouts of one batch share one CAS.
+
+    Each caller queues its stamp and takes the batch's lock; whoever gets it
+    writes every stamp queued so far, so the callers behind it usually find
+    theirs done. The outcome (ok, or the error) is each caller's own answer.
+    """
+
+    def __init__(self) -> None:
+        self._queues: dict[tuple[int, str], _BatchStamps] = {}
+
+    async def stamp(self, ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) -> None:
+        import anyio  # not at module level: `agentcoordctl validate` imports this module
+
+        key = (id(ctx.store), batch_id)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = _BatchStamps(anyio.Lock())
+        mine = _Stamp(lane, event)
+        queue.pending.append(mine)
+        queue.users += 1
+        try:
+            async with queue.lock:
+                if not mine.done:
+                    taken, queue.pending = queue.pending, []
+                    error: BaseException | None = None
+                    try:
+                        await stamp_lanes(ctx, batch_id, {s.lane: s.event for s in taken})
+                    except Exception as exc:  # noqa: BLE001 - every caller in the group gets it
+                        error = exc
+                    except BaseException:  # cancelled: the next holder of the lock writes them
+                        queue.pending[:0] = taken
+                        raise
+                    for item in taken:
+                        item.done, item.error = True, error
+        finally:
+            queue.users -= 1
+            if queue.users == 0:
+                self._queues.pop(key, None)
+        if mine.error is not None:
+            raise mine.error
+
+
+class _Stamp:
+    __slots__ = ("lane", "event", "done", "error")
+
+    def __init__(self, lane: str, event: dict[str, Any]) -> None:
+        self.lane, self.event = lane, event
+        self.done = False
+        self.error: BaseException | None = None
+
+
+class _BatchStamps:
+    __slots__ = ("lock", "pending", "users")
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+        self.pending: list[_Stamp] = []
+        self.users = 0
 
 
 async def record_lane_closed(

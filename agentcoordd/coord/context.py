@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentcoordd.model.identity import Identity
 from agentcoordd.store.base import Store
+
+if TYPE_CHECKING:
+    from agentcoordd.coord.closeout import StampQueue
 
 
 class Clock(Protocol):
@@ -25,6 +28,8 @@ class Ctx:
     # Lifecycle events that could not be written, with their final path and
     # record; the daemon hands them to its durable outbox for retry.
     undelivered: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # The daemon's shared lane-stamp group commit (closeout); None: stamp directly.
+    stamps: StampQueue | None = None
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

@@ -279,7 +279,7 @@ async def _target_status(ctx: Ctx, repo: str, target: str) -> dict[str, Any]:
         if not isinstance(holder, str) or not holder or holder == pj.UNKNOWN:
             report.note("heartbeats", "claim holder not set")
         else:
-            beat = await _owner_heartbeat(ctx, holder)
+            beat = await owner_heartbeat(ctx, holder)
             if isinstance(beat, pj.HeartbeatView):
                 heartbeats.append(beat.projection(now))
             elif beat == pj.HB_UNREADABLE:
@@ -318,7 +318,7 @@ async def _read_object(
     return current.data
 
 
-async def _owner_heartbeat(ctx: Ctx, owner: str) -> Any:
+async def owner_heartbeat(ctx: Ctx, owner: str) -> Any:
     """An owner's heartbeat as a view, or HB_UNREADABLE / HB_MISMATCHED / None."""
     try:
         path = ids.heartbeat_path(owner)
@@ -353,7 +353,7 @@ async def _batch_status(ctx: Ctx, batch_id: str, limit: int | None) -> dict[str,
     async def owner_state(owner: str | None) -> Any:
         key = owner or pj.UNKNOWN
         if key not in owners:
-            owners[key] = pj.HB_MISSING if key == pj.UNKNOWN else await _owner_heartbeat(ctx, key)
+            owners[key] = pj.HB_MISSING if key == pj.UNKNOWN else await owner_heartbeat(ctx, key)
         return owners[key]
 
     projected_batches: list[dict[str, Any]] = []

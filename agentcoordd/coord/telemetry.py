@@ -559,15 +559,15 @@ async def wait_until_stop_requested(
     Returns the stop state plus exit_code 0, or exit_code 2 with
     `timed_out: true` when `timeout` seconds of polling passed first.
     """
+    from agentcoordd.coord.waits import poll_until
+
     ids.batch_id(batch_id)
-    waited = 0.0
-    while True:
+
+    async def check() -> tuple[bool, dict[str, Any]]:
         state = await stop_state(ctx, batch_id)
         if state["stop_requested"]:
-            return {**state, "exit_code": 0}
-        if timeout is not None and waited >= timeout:
-            return {**state, "timed_out": True, "exit_code": 2}
-        step = poll_seconds if timeout is None else max(min(poll_seconds, timeout - waited), 0.0)
-        await sleep(step)
-        waited += step
+            return True, state
+        return False, {**state, "detail": f"no stop request for batch {batch_id} yet"}
+
+    return await poll_until(check, poll_seconds=poll_seconds, timeout=timeout, sleep=sleep)
 

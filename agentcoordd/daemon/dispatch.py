@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agentcoordd import protocol as p
+from agentcoordd.coord.closeout import StampQueue
 from agentcoordd.coord.context import Ctx
 from agentcoordd.daemon import backends
 from agentcoordd.daemon.clock import SystemClock
+from agentcoordd.daemon.recent import RecentReads
 from agentcoordd.model.errors import CoordError, OperationalError
 from agentcoordd.model.identity import resolve_identity
 
@@ -40,6 +42,8 @@ class Route:
     kwargs: Callable[[Any], dict[str, Any]]
     write: bool
     progress: bool = False  # the use case takes a `progress(label, done, total)` callback
+    poller: bool = False  # a read-only wait: ends (exit 2, retry) when the daemon stops
+    shared_reads: bool = False  # its reads are shared for a moment with concurrent callers
 
 
 def _claim(r: p.Claim) -> dict[str, Any]:
@@ -97,19 +101,27 @@ def _overview(r: p.Overview) -> dict[str, Any]:
     return {}
 
 
-# `wait --until-stop-requested` answers (timed_out, exit 2) this long before the
+# A daemon-side wait answers (timed_out, exit 2) this long before the
 # dispatcher's own deadline (request.timeout - TIMEOUT_MARGIN) would cut it off.
 WAIT_MARGIN = 0.5
 
 
-def _wait_stop(r: p.WaitStopRequested) -> dict[str, Any]:
+def _wait_budget(r: p._Wait) -> dict[str, Any]:
     budget = r.wait_seconds if r.wait_seconds is not None and math.isfinite(r.wait_seconds) else None
     if r.timeout is not None and math.isfinite(r.timeout) and r.timeout > 0:
         cap = r.timeout - WAIT_MARGIN
         budget = cap if budget is None else min(budget, cap)
     poll = r.poll_seconds if math.isfinite(r.poll_seconds) and r.poll_seconds > 0 else 1.0
-    return dict(batch_id=r.batch_id, poll_seconds=min(max(poll, 0.05), 60.0),
+    return dict(poll_seconds=min(max(poll, 0.05), 60.0),
                 timeout=None if budget is None else max(budget, 0.0))
+
+
+def _wait_stop(r: p.WaitStopRequested) -> dict[str, Any]:
+    return dict(batch_id=r.batch_id, **_wait_budget(r))
+
+
+def _wait_unblocked(r: p.WaitUnblocked) -> dict[str, Any]:
+    return dict(batch_id=r.batch_id, lane=r.lane, **_wait_budget(r))
 
 
 ROUTES: dict[type, Route] = {
@@ -127,7 +139,9 @@ ROUTES: dict[type, Route] = {
     p.Health: Route("agentcoordd.coord.health", "health", _health, write=False),
     p.Overview: Route("agentcoordd.coord.overview", "overview", _overview, write=False),
     p.WaitStopRequested: Route("agentcoordd.coord.telemetry", "wait_until_stop_requested",
-                               _wait_stop, write=False),
+                               _wait_stop, write=False, poller=True),
+    p.WaitUnblocked: Route("agentcoordd.coord.waits", "wait_until_unblocked", _wait_unblocked,
+                           write=False, poller=True, shared_reads=True),
 }
 
 
@@ -157,6 +171,9 @@ class Dispatcher:
         self.daemon = daemon
         self.pool = backends.StorePool()
         self.clock = SystemClock()
+        self.stamps = StampQueue()  # concurrent closeouts of a batch share one manifest write
+        self.recent = RecentReads()  # concurrent waiters share their polls' reads
+        self._pollers: set[anyio.CancelScope] = set()
         from agentcoordd.daemon.dashboard_host import DashboardHost
         from agentcoordd.daemon.stopnotice import StopNotices
 
@@ -204,8 +221,10 @@ class Dispatcher:
         warnings.extend(resolved.warnings)
         function = _use_case(route.module, route.function)
         store = self.pool.get(resolved)
+        if route.shared_reads:
+            store = self.recent.reads_of(store)
         identity = resolve_identity(caller.env, fallback_machine=resolved.machine_id)
-        ctx = Ctx(store=store, clock=self.clock, identity=identity)
+        ctx = Ctx(store=store, clock=self.clock, identity=identity, stamps=self.stamps)
         kwargs = route.kwargs(request)
         if route.progress and progress is not None:
             def report(label: str, done: int, total: int) -> None:
@@ -216,7 +235,10 @@ class Dispatcher:
         await self.lanes.before(request, resolved, warnings)  # keep-alive: touch, fence warning
         try:
             try:
-                payload = await function(ctx, **kwargs)
+                if route.poller:
+                    payload = await self._poll(function(ctx, **kwargs))
+                else:
+                    payload = await function(ctx, **kwargs)
             finally:
                 warnings.extend(ctx.warnings)
             payload = _jsonable(payload)
@@ -230,6 +252,22 @@ class Dispatcher:
             await self.delivery.queue(ctx.undelivered, resolved, warnings)
         return p.Response(exit_code=exit_code, payload=payload, warnings=warnings,
                           notices=notices)
+
+
+    async def _poll(self, waiting: Awaitable[Any]) -> Any:
+        """Run a wait; a daemon shutdown ends it at once instead of being held up by it."""
+        with anyio.CancelScope() as scope:
+            self._pollers.add(scope)
+            try:
+                return await waiting
+            finally:
+                self._pollers.discard(scope)
+        raise OperationalError("agentcoordd is stopping; wait again (the next daemon answers)")
+
+    def interrupt_pollers(self) -> None:
+        """Shutdown: every running wait answers now (exit 2) so the drain is quick."""
+        for scope in list(self._pollers):
+            scope.cancel()
 
 
 class _deadline:

@@ -11,7 +11,9 @@ Life cycle
   one log line and its connection, never the daemon.
 * SIGTERM/SIGINT (or `daemon stop`): stop accepting, let in-flight requests
   finish (dispatch runs shielded from cancellation), close idle connections,
-  exit 0. A request is never cut between its backend write and its reply.
+  exit 0. A request is never cut between its backend write and its reply;
+  read-only waits are ended at once (exit 2: the client waits on with the
+  next daemon).
 * If the socket file is removed or replaced under us (an operator's `rm`, a
   test's temp dir going away), the daemon exits: nobody can reach it anymore.
 """
@@ -189,6 +191,7 @@ class Daemon:
             self._stop_reason = reason
             self.log.info("stopping", reason=reason, **fields)
             self._stop.set()
+            self.dispatcher.interrupt_pollers()
 
     async def serve(self, ready: Any = None) -> None:
         assert self._sock is not None, "bind() first"

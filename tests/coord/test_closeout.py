@@ -377,3 +377,81 @@ async def test_hostile_lane_on_lane_closed_is_refused_leaving_no_file(store, roo
         await record_closed(store, clock, lane=lane)
     assert excinfo.value.exit_code == 1
     assert list(root.rglob("*")) == []
+
+
+# ---- stamp group commit (the daemon's StampQueue) -----------------------------------
+
+
+class CountingStore:
+    """A real LocalStore that counts manifest writes."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        self.inner = inner
+        self.manifest_writes = 0
+
+    async def get(self, path):
+        return await self.inner.get(path)
+
+    async def replace(self, path, data, version):
+        if path.startswith("batches/"):
+            self.manifest_writes += 1
+        return await self.inner.replace(path, data, version)
+
+
+def _closed_event(lane: str) -> dict:
+    return {"terminal": "done", "at": "2026-06-13T01:00:00Z", "workspace": "default",
+            "closed_by": {"agent_id": f"agent-{lane}", "machine": "m1"}}
+
+
+async def test_concurrent_stamps_of_one_batch_share_manifest_writes(store, root, clock):
+    import anyio
+
+    from agentcoordd.coord.closeout import StampQueue, stamp_lane
+
+    lanes = [f"l{n:02d}" for n in range(40)]
+    await store.create("batches/big.json", {
+        **BATCH, "batch_id": "big",
+        "lanes": [{"name": name, "owner": f"agent-{name}", "targets": [name]} for name in lanes]})
+    counting = CountingStore(store)
+    ctx = Ctx(counting, clock, stamps=StampQueue())  # type: ignore[arg-type]
+    async with anyio.create_task_group() as tg:
+        for name in lanes:
+            tg.start_soon(stamp_lane, ctx, "big", name, _closed_event(name))
+    manifest = json.loads((root / "batches/big.json").read_text())
+    assert [lane["terminal"] for lane in manifest["lanes"]] == ["done"] * 40
+    assert manifest["status"] == "completed"
+    assert counting.manifest_writes < 10  # 40 lanes, a handful of group writes
+    assert ctx.stamps._queues == {}  # nothing left behind
+
+
+async def test_a_cancelled_leader_leaves_the_queued_stamps_to_the_next(store, root, clock):
+    import anyio
+
+    from agentcoordd.coord.closeout import StampQueue, stamp_lane
+
+    await store.create("batches/b2.json", {
+        **BATCH, "batch_id": "b2",
+        "lanes": [{"name": name, "owner": f"agent-{name}", "targets": [name]} for name in "abc"]})
+    stamps = StampQueue()
+
+    class SlowFirstWrite(CountingStore):
+        async def replace(self, path, data, version):
+            if self.manifest_writes == 0:
+                self.manifest_writes += 1
+                await anyio.sleep(10)  # the leader's write hangs until it is cancelled
+            return await super().replace(path, data, version)
+
+    ctx = Ctx(SlowFirstWrite(store), clock, stamps=stamps)  # type: ignore[arg-type]
+    started = anyio.current_time()
+    async with anyio.create_task_group() as followers:
+        async with anyio.create_task_group() as leader:
+            leader.start_soon(stamp_lane, ctx, "b2", "a", _closed_event("a"))
+            await anyio.sleep(0.05)  # the leader holds the lock, inside its hanging write
+            followers.start_soon(stamp_lane, ctx, "b2", "b", _closed_event("b"))
+            followers.start_soon(stamp_lane, ctx, "b2", "c", _closed_event("c"))
+            await anyio.sleep(0.05)
+            leader.cancel_scope.cancel()  # e.g. the request's deadline
+    assert anyio.current_time() - started < 5
+    manifest = json.loads((root / "batches/b2.json").read_text())
+    assert [lane.get("terminal") for lane in manifest["lanes"]] == ["done", "done", "done"]
+    assert stamps._queues == {}

@@ -115,6 +115,77 @@ def test_wait_returns_when_a_dependency_lane_reports_done(daemon: Daemon) -> Non
     assert b"blocked on b-wait:api" in err
 
 
+def _register(daemon: Daemon) -> None:
+    manifest = daemon.base / "batch.json"
+    manifest.write_text(json.dumps(BATCH))
+    assert ctl(daemon, "register-batch", "--file", str(manifest)).returncode == 0
+
+
+def _waiter(daemon: Daemon, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [PYTHON, "-m", "agentcoordctl.cli", "wait", "--until-unblocked", "--batch-id", "b-wait",
+         "--lane", "ui", "--timeout", "60", "--interval", "0.1", *extra],
+        env=daemon.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_a_daemon_restart_ends_its_waits_at_once_and_the_wait_goes_on(daemon: Daemon) -> None:
+    _register(daemon)
+    waiter = _waiter(daemon, "--json")
+    try:
+        time.sleep(1.5)  # inside a long daemon-side slice
+        stopping = time.monotonic()
+        assert daemon.stop() == 0
+        assert time.monotonic() - stopping < 3.0  # not held up by the 30 s slice
+        assert waiter.poll() is None  # ctl waits on for the next daemon
+        daemon.start()
+        closed = ctl(daemon, "record-event", "--batch-id", "b-wait", "--type", "lane_closed",
+                     "--lane", "api", "--agent-id", "agent-api", "--repo", "acme/widgets",
+                     "--target", "1", "--terminal", "done", "--host", "m1")
+        assert closed.returncode == 0, closed.stderr
+        out, err = waiter.communicate(timeout=10)
+    finally:
+        waiter.kill()
+        waiter.communicate()
+    assert waiter.returncode == 0, err
+    answer = json.loads(out)
+    assert answer["met"] is True and answer["lane"]["blocked_on"] == []
+    assert answer["lane"]["deps"] == ["b-wait:api"]
+    assert b"agentcoordd is stopping" in err or b"not running" in err
+
+
+def test_a_recorded_lane_closed_unblocks_before_the_manifest_stamp(daemon: Daemon) -> None:
+    _register(daemon)
+    event = {"schema_version": 2, "event_id": "x", "batch_id": "b-wait", "type": "lane_closed",
+             "lane": "api", "terminal": "done"}
+    from agentcoordd.model import ids
+
+    path = daemon.root / ids.event_path("b-wait", ids.lane_closed_event_id("api"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(event))  # the event landed; the stamp has not (yet)
+    assert json.loads((daemon.root / "batches" / "b-wait.json").read_text())["lanes"][0].get("terminal") is None
+    result = ctl(daemon, "wait", "--until-unblocked", "--batch-id", "b-wait", "--lane", "ui",
+                 "--timeout", "5")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"unblocked: lane ui of b-wait is unblocked\n"
+
+
+def test_wait_until_unblocked_rejects_hostile_names_and_reports_missing_ones(daemon: Daemon) -> None:
+    _register(daemon)
+    for batch, lane_name in (("../x", "ui"), ("b-wait", "../x"), ("", "ui"), ("b-wait", "ü" * 300),
+                             ("b" * 5000, "ui")):
+        result = ctl(daemon, "wait", "--until-unblocked", "--batch-id", batch, "--lane", lane_name,
+                     "--timeout", "2")
+        assert result.returncode == 1, (batch, lane_name, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and b"Traceback" not in result.stderr
+    missing = ctl(daemon, "wait", "--until-unblocked", "--batch-id", "b-wait", "--lane", "nope",
+                  "--timeout", "0.5", "--json")
+    assert missing.returncode == 2
+    assert json.loads(missing.stdout)["detail"] == "lane nope not in batch b-wait"
+    absent = ctl(daemon, "wait", "--until-unblocked", "--batch-id", "b-none", "--lane", "ui",
+                 "--timeout", "0.5")
+    assert absent.returncode == 2 and b"batch b-none not found" in absent.stderr
+
+
 def test_wait_times_out_with_exit_2_and_checks_free_and_complete(daemon: Daemon) -> None:
     assert ctl(daemon, "claim", "--agent-id", "busy", "--repo", "acme/widgets", "--target", "9").returncode == 0
     ctl(daemon, "heartbeat", "--agent-id", "busy")

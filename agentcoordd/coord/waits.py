@@ -1,0 +1,136 @@
+"""Waiting in the daemon: poll a condition until it holds or the budget runs out.
+
+`wait --until-unblocked` asks one question about one lane: is every dependency
+done? It reads only what answers it — the lane's manifest, the manifests its
+dependencies live in, and each unfinished dependency's lane_closed record and
+owner heartbeat — never a whole batch status. A recorded lane_closed counts as
+the dependency's terminal state even before the manifest stamp lands (the
+event is the authoritative record; the stamp is derived from it).
+
+The daemon hands these use cases a store whose reads are shared for a moment
+between concurrent waiters (`daemon.recent`), so hundreds of agents polling
+one batch cost a few reads per tick, not hundreds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, split_dependency
+from agentcoordd.coord.context import Ctx
+from agentcoordd.model import ids
+from agentcoordd.model.errors import UsageError
+from agentcoordd.model.status import satisfies_dependency
+from agentcoordd.store.base import Forbidden, InvalidRecord
+
+Check = Callable[[], Awaitable[tuple[bool, dict[str, Any]]]]
+
+
+async def poll_until(check: Check, *, poll_seconds: float, timeout: float | None,
+                     sleep: Any = None) -> dict[str, Any]:
+    """Run `check` until it says met (exit_code 0) or `timeout` seconds of polling
+    passed (exit_code 2, `timed_out`). The answer is the last check's state."""
+    if sleep is None:
+        import anyio  # not at module level: `agentcoordctl validate` imports coord modules
+
+        sleep = anyio.sleep
+    waited = 0.0
+    while True:
+        met, state = await check()
+        if met:
+            return {**state, "exit_code": 0}
+        if timeout is not None and waited >= timeout:
+            return {**state, "timed_out": True, "exit_code": 2}
+        step = poll_seconds if timeout is None else max(min(poll_seconds, timeout - waited), 0.0)
+        await sleep(step)
+        waited += step
+
+
+async def _manifest(ctx: Ctx, batch_id: str) -> dict[str, Any] | str:
+    """The batch manifest as an object, or why it cannot be used."""
+    try:
+        current = await ctx.store.get(ids.batch_path(batch_id))
+    except (InvalidRecord, Forbidden) as exc:
+        return f"batch {batch_id} unreadable: {exc.message}"
+    if current is None:
+        return f"batch {batch_id} not found"
+    if not isinstance(current.data, dict):
+        return f"batch {batch_id} unreadable: not a JSON object"
+    return current.data
+
+
+def _find_lane(manifest: dict[str, Any], name: str) -> dict[str, Any] | None:
+    lanes = manifest.get("lanes")
+    for lane in lanes if isinstance(lanes, list) else []:
+        if isinstance(lane, dict) and lane_name_of(lane) == name:
+            return lane
+    return None
+
+
+async def _declared_terminal(ctx: Ctx, batch_id: str, lane: dict[str, Any]) -> str | None:
+    """The lane's terminal state: the manifest stamp, else its lane_closed record."""
+    if lane.get("terminal") is not None:
+        return str(lane["terminal"])
+    name = lane_name_of(lane)
+    if name is None:
+        return None
+    try:
+        current = await ctx.store.get(ids.event_path(batch_id, ids.lane_closed_event_id(name)))
+    except (InvalidRecord, Forbidden, UsageError):
+        return None
+    if current is not None and isinstance(current.data, dict):
+        terminal = current.data.get("terminal")
+        return terminal if isinstance(terminal, str) else None
+    return None
+
+
+async def _dependency_status(ctx: Ctx, batch_id: str, lane: dict[str, Any]) -> str | None:
+    from agentcoordd.coord import projections as pj
+    from agentcoordd.coord.status import owner_heartbeat
+
+    declared = await _declared_terminal(ctx, batch_id, lane)
+    if declared is not None:
+        return declared
+    owner = lane_owner_of(lane)
+    beat = await owner_heartbeat(ctx, owner) if owner else pj.HB_MISSING
+    return pj.lane_status(lane, beat)
+
+
+async def unblocked_state(ctx: Ctx, batch_id: str, lane: str) -> tuple[bool, dict[str, Any]]:
+    """(met, state): is every dependency of `lane` in `batch_id` satisfied?"""
+    ids.batch_id(batch_id)
+    ids.lane_name(lane)
+    state: dict[str, Any] = {"batch_id": batch_id, "lane": lane}
+    manifests: dict[str, dict[str, Any] | str] = {batch_id: await _manifest(ctx, batch_id)}
+    own = manifests[batch_id]
+    if isinstance(own, str):
+        return False, {**state, "detail": own}
+    entry = _find_lane(own, lane)
+    if entry is None:
+        return False, {**state, "detail": f"lane {lane} not in batch {batch_id}"}
+    deps = lane_dependencies(entry)
+    blocked: list[str] = []
+    for ref in deps:
+        parts = split_dependency(ref)
+        if parts is None:
+            blocked.append(ref)  # malformed: never satisfied (as in status)
+            continue
+        dep_batch, dep_name = parts
+        if dep_batch not in manifests:
+            manifests[dep_batch] = await _manifest(ctx, dep_batch)
+        manifest = manifests[dep_batch]
+        dep = _find_lane(manifest, dep_name) if isinstance(manifest, dict) else None
+        if dep is None or not satisfies_dependency(await _dependency_status(ctx, dep_batch, dep)):
+            blocked.append(ref)
+    state.update(deps=deps, blocked_on=blocked)
+    if blocked:
+        return False, {**state, "detail": f"lane {lane} of {batch_id} blocked on {', '.join(blocked)}"}
+    return True, {**state, "detail": f"lane {lane} of {batch_id} is unblocked"}
+
+
+async def wait_until_unblocked(ctx: Ctx, batch_id: str, lane: str, *, poll_seconds: float = 1.0,
+                               timeout: float | None = None, sleep: Any = None) -> dict[str, Any]:
+    """`wait --until-unblocked`: exit_code 0 once unblocked, 2 with timed_out after `timeout`."""
+    return await poll_until(lambda: unblocked_state(ctx, batch_id, lane),
+                            poll_seconds=poll_seconds, timeout=timeout, sleep=sleep)

@@ -1,0 +1,80 @@
+"""Reads shared between concurrent pollers for a moment.
+
+Hundreds of agents running `wait --until-unblocked` on one batch each poll the
+same manifest and the same few dependency records. Within `MAX_AGE` seconds a
+record read by one poller answers the others, and a read already in flight is
+awaited instead of repeated. Only pollers get this view (dispatch's
+`shared_reads` routes): a decision that writes always reads the store itself.
+Errors are never shared: the next caller reads again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from agentcoordd.store.base import Versioned
+
+MAX_AGE = 0.25
+MAX_ENTRIES = 4096
+
+
+class SharedReads:
+    """A store whose `get` answers from a read younger than `max_age` when it can."""
+
+    def __init__(self, store: Any, *, max_age: float = MAX_AGE,
+                 timer: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.max_age = max_age
+        self.timer = timer
+        self._fresh: dict[str, tuple[float, Versioned | None]] = {}
+        self._inflight: dict[str, anyio.Event] = {}
+        self.reads = 0  # reads that reached the store (for tests and benchmarks)
+
+    async def get(self, path: str) -> Versioned | None:
+        while True:
+            hit = self._fresh.get(path)
+            if hit is not None and self.timer() - hit[0] < self.max_age:
+                return hit[1]
+            pending = self._inflight.get(path)
+            if pending is None:
+                break  # nobody is reading it (or the read we waited for failed): read
+            await pending.wait()
+        done = self._inflight[path] = anyio.Event()
+        try:
+            self.reads += 1
+            value = await self.store.get(path)
+            if len(self._fresh) >= MAX_ENTRIES:
+                self._prune()
+            self._fresh[path] = (self.timer(), value)
+            return value
+        finally:
+            del self._inflight[path]
+            done.set()
+
+    def _prune(self) -> None:
+        now = self.timer()
+        for key, (at, _) in list(self._fresh.items()):
+            if now - at >= self.max_age:
+                del self._fresh[key]
+        if len(self._fresh) >= MAX_ENTRIES:
+            self._fresh.clear()
+
+    def __getattr__(self, attr: str) -> Any:  # name, list, … of the store itself
+        return getattr(self.store, attr)
+
+
+class RecentReads:
+    """One SharedReads view per backend store of the daemon's pool."""
+
+    def __init__(self) -> None:
+        self._views: dict[int, SharedReads] = {}
+
+    def reads_of(self, store: Any) -> SharedReads:
+        view = self._views.get(id(store))
+        if view is None or view.store is not store:
+            view = self._views[id(store)] = SharedReads(store)
+        return view

@@ -1,0 +1,69 @@
+"""SharedReads: concurrent pollers share a read for a moment; errors are never shared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agentcoordd.daemon.recent import RecentReads, SharedReads
+from agentcoordd.store.base import InvalidRecord
+from agentcoordd.store.local import LocalStore
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.now = 10.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "state")
+
+
+async def test_concurrent_gets_share_one_read_until_it_is_too_old(store: LocalStore) -> None:
+    await store.create("batches/b.json", {"batch_id": "b", "n": 1})
+    timer = Timer()
+    shared = SharedReads(store, max_age=0.25, timer=timer)
+    answers = []
+
+    async def poll() -> None:
+        answers.append((await shared.get("batches/b.json")).data)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(50):
+            tg.start_soon(poll)
+    assert answers == [{"batch_id": "b", "n": 1}] * 50
+    assert shared.reads == 1
+    version = (await store.get("batches/b.json")).version
+    await store.replace("batches/b.json", {"batch_id": "b", "n": 2}, version)
+    assert (await shared.get("batches/b.json")).data["n"] == 1  # still fresh enough
+    timer.now += 0.25
+    assert (await shared.get("batches/b.json")).data["n"] == 2
+    assert shared.reads == 2
+    assert await shared.get("batches/none.json") is None  # a missing record is an answer too
+    assert await shared.get("batches/none.json") is None
+    assert shared.reads == 3
+
+
+async def test_a_failed_read_is_not_shared(store: LocalStore) -> None:
+    bad = store.root / "batches" / "bad.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("{not json")
+    shared = SharedReads(store, timer=Timer())
+    for _ in range(3):
+        with pytest.raises(InvalidRecord):
+            await shared.get("batches/bad.json")
+    assert shared.reads == 3
+
+
+def test_one_view_per_store_and_other_calls_reach_the_store(store: LocalStore, tmp_path: Path) -> None:
+    recent = RecentReads()
+    view = recent.reads_of(store)
+    assert recent.reads_of(store) is view
+    assert recent.reads_of(LocalStore(tmp_path / "other")) is not view
+    assert view.name == store.name  # delegated
