@@ -266,6 +266,16 @@ def check_contract(data: dict[str, Any]) -> None:
                 raise UsageError(f"batch manifest violates the route contract: {one_line(first)}")
 
 
+def _canonical_merge_authority(data: dict[str, Any]) -> None:
+    """The pr-batch launch vocabulary maps to the short enum before persistence
+    (`auto_merge_when_gates_pass` -> `auto`); anything else is left to the contract check."""
+    from agentcoordd.model.foundation.merge_authority import LAUNCH_VOCABULARY
+
+    value = data.get("merge_authority")
+    if isinstance(value, str) and value in LAUNCH_VOCABULARY:
+        data["merge_authority"] = LAUNCH_VOCABULARY[value]
+
+
 def _carry_over(new: dict[str, Any], old: dict[str, Any]) -> None:
     """Keep what a re-registration cannot know (see the module docstring)."""
     for key in ("synthetic", "synthetic_kind"):
@@ -320,6 +330,7 @@ async def register_batch(
         data["synthetic_kind"] = synthetic_kind
     if not is_rfc3339(data.get("registered_at")):
         data.pop("registered_at", None)
+    _canonical_merge_authority(data)
     check_contract(data)
 
     for attempt in range(CAS_ATTEMPTS):

@@ -59,6 +59,22 @@ async def test_register_stamps_schema_version_and_times(ctx: Ctx, root: Path, cl
     assert record["lanes"][1]["depends_on"] == ["b1:backend"]
 
 
+@pytest.mark.parametrize(("given", "persisted"), [
+    ("auto_merge_when_gates_pass", "auto"), ("ask", "ask"), ("none", "none"), ("auto", "auto")])
+async def test_launch_merge_authority_is_persisted_in_its_short_form(ctx: Ctx, root: Path, given: str,
+                                                                     persisted: str) -> None:
+    await register_batch(ctx, manifest=encode(manifest(merge_authority=given)))
+    assert stored(root)["merge_authority"] == persisted
+
+
+@pytest.mark.parametrize("bad", ["AUTO", "", None, 1, "auto_merge", "../x"])
+async def test_unknown_merge_authority_is_refused_and_nothing_written(ctx: Ctx, root: Path, bad: Any) -> None:
+    with pytest.raises(UsageError) as excinfo:
+        await register_batch(ctx, manifest=encode(manifest(merge_authority=bad)))
+    assert "merge_authority" in excinfo.value.message and "\n" not in excinfo.value.message
+    assert files(root) == []
+
+
 async def test_register_keeps_every_other_top_level_and_lane_field(ctx: Ctx, root: Path) -> None:
     rich = manifest(
         targets=[{"type": "pull_request", "target": "4005", "url": "https://x.test/4005", "title": "t"}],
