@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rv = command.main(args, prog_name="agentcoordctl", standalone_mode=False)
     except _click.exceptions.UsageError as exc:  # click would exit 2; the spec says 1
-        exc.show()
+        print(usage_line(exc), file=sys.stderr)
         return 1
     except _click.exceptions.ClickException as exc:
         exc.show()
@@ -112,6 +112,13 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return rv if isinstance(rv, int) else 0
+
+
+def usage_line(exc: Any) -> str:
+    """One line instead of click's Usage/Try/Error block: what is wrong and where help is."""
+    where = exc.ctx.command_path if exc.ctx is not None else "agentcoordctl"
+    message = " ".join(exc.format_message().split())
+    return f"{where}: {message} (see '{where} -h')"
 
 
 def run() -> None:

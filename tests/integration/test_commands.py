@@ -148,10 +148,18 @@ def test_daemon_status_and_stop(daemon: Daemon) -> None:
     assert after.returncode == 2 and "not running" in out(after)
 
 
-def test_usage_errors_exit_1_not_2(daemon: Daemon) -> None:
-    assert daemon.ctl("claim", "--agent-id", "a").returncode == 1
-    assert daemon.ctl("claim", "--bogus").returncode == 1
-    assert daemon.ctl("no-such-command").returncode == 1
+def test_usage_errors_exit_1_not_2_with_one_line(daemon: Daemon) -> None:
+    for argv, says in ((("claim", "--agent-id", "a"), "Missing option '--repo'"),
+                       (("claim", "--bogus"), "No such option: --bogus"),
+                       (("claim", "--ttl", "ten"), "'ten' is not a valid int"),
+                       (("claim", "--ttl", "\u00fc" * 5000), "is not a valid int"),
+                       (("no-such-command",), "No such command 'no-such-command'"),
+                       (("status", "--events"), "requires an argument")):
+        result = daemon.ctl(*argv)
+        assert result.returncode == 1, argv
+        lines = err(result).strip().splitlines()
+        assert len(lines) == 1 and says in lines[0], (argv, lines)
+        assert "Traceback" not in err(result)
 
 
 def test_every_command_has_help(daemon: Daemon) -> None:
