@@ -1,4 +1,4 @@
-"""Reads shared between concurrent pollers for a moment.
+"""Reads shared between concurrent callers: single flight, and pollers' recent reads.
 
 Hundreds of agents running `wait --until-unblocked` on one batch each poll the
 same manifest and the same few dependency records. Within `MAX_AGE` seconds a
@@ -11,15 +11,41 @@ Errors are never shared: the next caller reads again.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 
 from agentcoordd.store.base import Versioned
 
+T = TypeVar("T")
+
 MAX_AGE = 0.25
 MAX_ENTRIES = 4096
+
+
+class SingleFlight:
+    """Concurrent callers with one key share one call; a failure is not shared
+    (each waiter of a failed call makes its own)."""
+
+    def __init__(self) -> None:
+        self._calls: dict[Any, tuple[anyio.Event, list[Any]]] = {}
+
+    async def do(self, key: Any, call: Callable[[], Awaitable[T]]) -> T:
+        while (running := self._calls.get(key)) is not None:
+            done, result = running
+            await done.wait()
+            if result:
+                return result[0]
+        done, result = anyio.Event(), []
+        self._calls[key] = (done, result)
+        try:
+            value = await call()
+            result.append(value)
+            return value
+        finally:
+            del self._calls[key]
+            done.set()
 
 
 class SharedReads:
@@ -31,29 +57,22 @@ class SharedReads:
         self.max_age = max_age
         self.timer = timer
         self._fresh: dict[str, tuple[float, Versioned | None]] = {}
-        self._inflight: dict[str, anyio.Event] = {}
+        self._flight = SingleFlight()
         self.reads = 0  # reads that reached the store (for tests and benchmarks)
 
     async def get(self, path: str) -> Versioned | None:
-        while True:
-            hit = self._fresh.get(path)
-            if hit is not None and self.timer() - hit[0] < self.max_age:
-                return hit[1]
-            pending = self._inflight.get(path)
-            if pending is None:
-                break  # nobody is reading it (or the read we waited for failed): read
-            await pending.wait()
-        done = self._inflight[path] = anyio.Event()
-        try:
-            self.reads += 1
-            value = await self.store.get(path)
-            if len(self._fresh) >= MAX_ENTRIES:
-                self._prune()
-            self._fresh[path] = (self.timer(), value)
-            return value
-        finally:
-            del self._inflight[path]
-            done.set()
+        hit = self._fresh.get(path)
+        if hit is not None and self.timer() - hit[0] < self.max_age:
+            return hit[1]
+        return await self._flight.do(path, lambda: self._read(path))
+
+    async def _read(self, path: str) -> Versioned | None:
+        self.reads += 1
+        value = await self.store.get(path)
+        if len(self._fresh) >= MAX_ENTRIES:
+            self._prune()
+        self._fresh[path] = (self.timer(), value)
+        return value
 
     def _prune(self) -> None:
         now = self.timer()

@@ -14,7 +14,9 @@ scan of a local root is a scandir plus cached digests — about 0.2 ms for a
 batch of 10 events, 0.5-1 ms for 200, 5-7 ms for 2,000 (a heartbeat itself
 takes 2-4 ms). So answers are cached per (backend, batch): on a local root while
 the batch's event directory and JSONL file are unchanged (two stats), on a
-remote store (HTTP, etcd: a listing round trip) for `CACHE_SECONDS`.
+remote store (HTTP, etcd: a listing round trip) for `CACHE_SECONDS`. Concurrent
+misses for one batch share one check (200 agents calling in the same second
+after the cache expired make one listing, not 200).
 A stop recorded through this daemon (`batch stop`, `record-event --type
 batch.stop_requested`, the dashboard) forgets the cached answer at once, so
 only a stop written elsewhere can take up to `CACHE_SECONDS` to show.
@@ -29,6 +31,7 @@ from typing import Any
 from agentcoordd import protocol as p
 from agentcoordd.coord import telemetry
 from agentcoordd.coord.context import Ctx
+from agentcoordd.daemon.recent import SingleFlight
 from agentcoordd.model.errors import CoordError
 
 CHECKED = (p.Claim, p.Heartbeat, p.Release, p.RecordEvent)
@@ -72,6 +75,7 @@ class StopNotices:
         self.cache_seconds = cache_seconds
         self.clock = clock
         self._cache: dict[tuple[Any, str], tuple[float, dict[str, Any], Any]] = {}
+        self._flight = SingleFlight()
         self.checks = 0  # for tests and `daemon status`
         self.cache_hits = 0
 
@@ -92,10 +96,12 @@ class StopNotices:
         if hit is not None and hit[0] > self.clock() and hit[2] == stamp:
             self.cache_hits += 1
             return hit[1]
+        return await self._flight.do((key, stamp), lambda: self._check(ctx, key, batch_id, stamp))
+
+    async def _check(self, ctx: Ctx, key: tuple[Any, str], batch_id: str, stamp: Any) -> dict[str, Any]:
         self.checks += 1
         state = await telemetry.stop_state(ctx, batch_id)
-        if hit is not None:
-            del self._cache[key]
+        self._cache.pop(key, None)
         if self.cache_seconds > 0 and not state.get("error"):
             if len(self._cache) > 4096:
                 self._cache.clear()

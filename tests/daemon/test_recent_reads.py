@@ -67,3 +67,51 @@ def test_one_view_per_store_and_other_calls_reach_the_store(store: LocalStore, t
     assert recent.reads_of(store) is view
     assert recent.reads_of(LocalStore(tmp_path / "other")) is not view
     assert view.name == store.name  # delegated
+
+
+async def test_single_flight_shares_one_call_and_never_a_failure() -> None:
+    from agentcoordd.daemon.recent import SingleFlight
+
+    flight = SingleFlight()
+    calls: list[str] = []
+    gate = anyio.Event()
+
+    async def slow(label: str):
+        calls.append(label)
+        await gate.wait()
+        return {"answer": label}
+
+    answers = []
+
+    async def ask(label: str) -> None:
+        answers.append(await flight.do("k", lambda: slow(label)))
+
+    async with anyio.create_task_group() as tg:
+        for n in range(20):
+            tg.start_soon(ask, f"c{n}")
+        await anyio.sleep(0.05)
+        gate.set()
+    assert calls == ["c0"] and answers == [{"answer": "c0"}] * 20
+
+    attempts: list[int] = []
+
+    async def failing_once():
+        attempts.append(1)
+        await anyio.sleep(0.01)
+        if len(attempts) == 1:
+            raise OSError("backend down")
+        return "ok"
+
+    results: list[object] = []
+
+    async def try_it() -> None:
+        try:
+            results.append(await flight.do("f", failing_once))
+        except OSError as exc:
+            results.append(str(exc))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(5):
+            tg.start_soon(try_it)
+    assert sorted(map(str, results)) == ["backend down"] + ["ok"] * 4
+    assert len(attempts) == 2  # the failure was not shared; one retry served the rest

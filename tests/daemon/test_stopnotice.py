@@ -94,3 +94,21 @@ async def test_remote_answers_are_cached_for_a_few_seconds_and_forgotten_on_a_lo
     assert notices.cache_hits == 1
     await notices.annotate(p.BatchStop(batch_id="b1"), ctx, "k", {"action": "recorded"}, [])
     assert notices.state  # forgetting never fails
+
+
+async def test_concurrent_misses_for_one_batch_share_one_check(tmp_path: Path, clock) -> None:  # noqa: ANN001
+    import anyio
+
+    ctx = ctx_for(tmp_path, clock)
+    await telemetry.request_stop(ctx, batch_id="b1", message="drain")
+    notices = StopNotices(clock=Ticks())
+    answers: list[bool] = []
+
+    async def ask() -> None:
+        answers.append((await notices.state(ctx, "k", "b1"))["stop_requested"])
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(100):
+            tg.start_soon(ask)
+    assert answers == [True] * 100
+    assert notices.checks == 1  # one listing for the 100 callers (the rest waited or hit the cache)
