@@ -81,9 +81,9 @@ def register(d: Daemon, manifest: object):  # noqa: ANN201
     pytest.param({"batch_id": "b1", "lanes": [dict(LANE, closed_by={"agent_id": "agent-a"})]},
                  "batch manifest violates the batch contract: $.lanes[0].closed_by.machine: "
                  "Object missing required field `machine`", id="lane-field"),
-    pytest.param({"batch_id": "b1", "merge_authority": "auto_merge_when_gates_pass", "lanes": [LANE]},
+    pytest.param({"batch_id": "b1", "merge_authority": "merge_when_green", "lanes": [LANE]},
                  "batch manifest violates the merge_authority contract: $.merge_authority: "
-                 "Invalid enum value 'auto_merge_when_gates_pass'", id="merge-authority"),
+                 "Invalid enum value 'merge_when_green'", id="merge-authority"),
     pytest.param({"batch_id": "b1", "lanes": [dict(LANE, route="gpt-5 high")]},
                  "batch manifest violates the route contract: $.lanes[0].route: Expected `str` matching",
                  id="route"),
@@ -110,6 +110,13 @@ def test_register_batch_keeps_unknown_fields_legacy_lane_ids_and_valid_routes(da
     stored = json.loads((daemon.root / "batches" / "b1.json").read_text())
     assert stored["custom"] == {"x": None} and stored["merge_authority"] == "ask"
     assert stored["lanes"][0]["id"] == "backend"
+
+
+def test_register_batch_maps_the_launch_merge_authority_to_its_short_form(daemon: Daemon) -> None:
+    result = register(daemon, {"batch_id": "b1", "merge_authority": "auto_merge_when_gates_pass",
+                               "lanes": [LANE]})
+    assert result.returncode == 0, result.stderr
+    assert json.loads((daemon.root / "batches" / "b1.json").read_text())["merge_authority"] == "auto"
 
 
 def test_register_batch_deeply_nested_manifest_is_exit_1(daemon: Daemon) -> None:
