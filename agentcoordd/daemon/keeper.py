@@ -310,7 +310,11 @@ class LaneKeeper:
                 group = [lanes[i] for i in indexes]
                 dues = [lane.next_due for lane in group]
                 specs = [self.specs[lane.key] for lane in group]
-                results = await anyio.to_thread.run_sync(self._renew_locally, store, specs)
+                try:
+                    results: list[Exception | None] = await anyio.to_thread.run_sync(
+                        self._renew_locally, store, specs)
+                except Exception as exc:  # noqa: BLE001 - the group's directory sync failed
+                    results = [exc] * len(group)
                 for index, lane, due, error in zip(indexes, group, dues, results, strict=True):
                     self._account(lane, due, error)
                     outcomes[index] = error
