@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from agentcoordd.coord.keepalive import Fence
+from agentcoordd.store.files import replace_private
 
 DEFAULT_AGENT_HOSTS = ("codex", "claude")
 
@@ -75,19 +76,7 @@ class LaneRegistry:
             if any("token" in k.lower() and k != "token_hash" for k in lane.backend):
                 raise ValueError("lane registrations never carry a token")
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = self.path.with_name(f".lanes.json.tmp-{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, _encoder.encode(LaneFile(lanes=lanes)))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        replace_private(self.path, _encoder.encode(LaneFile(lanes=lanes)))
 
 
 # ---- watched processes --------------------------------------------------------

@@ -21,6 +21,8 @@ from typing import Any
 
 import msgspec
 
+from agentcoordd.store.files import replace_private, write_all
+
 MAX_BACKOFF_SECONDS = 300.0
 
 
@@ -35,14 +37,6 @@ class OutboxEntry(msgspec.Struct, frozen=True):
 
 _decoder = msgspec.json.Decoder(OutboxEntry)
 _encoder = msgspec.json.Encoder()
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Outbox:
@@ -69,10 +63,7 @@ class Outbox:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     line = b"\n" + line
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
+                write_all(fd, line)
             finally:
                 os.close(fd)
         return entry
@@ -157,8 +148,7 @@ class Outbox:
     def _quarantine(self, lines: list[bytes]) -> None:
         fd = os.open(self.quarantine_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, b"".join(line + b"\n" for line in lines))
-            os.fsync(fd)
+            write_all(fd, b"".join(line + b"\n" for line in lines))
         finally:
             os.close(fd)
         self.warnings.append(
@@ -170,17 +160,4 @@ class Outbox:
         for stale in self.dir.glob(".outbox.jsonl.tmp-*"):
             with contextlib.suppress(OSError):
                 stale.unlink()
-        tmp = self.path.with_name(f".outbox.jsonl.tmp-{os.getpid()}")
-        body = b"".join(_encoder.encode(e) + b"\n" for e in entries)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, body)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.replace(tmp, self.path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        _fsync_dir(self.dir)
+        replace_private(self.path, b"".join(_encoder.encode(e) + b"\n" for e in entries))

@@ -41,6 +41,7 @@ from agentcoordd.store.base import (
     Versioned,
 )
 from agentcoordd.model.errors import UsageError
+from agentcoordd.store.files import fsync_dir, write_all
 
 T = TypeVar("T")
 _encoder = msgspec.json.Encoder()
@@ -288,10 +289,7 @@ class LocalStore:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             try:
-                view = memoryview(body)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
+                write_all(fd, body)
             finally:
                 os.close(fd)
             os.replace(tmp, full)
@@ -305,13 +303,7 @@ class LocalStore:
                 os.unlink(tmp)
             raise self._os_error("cannot write", path, exc) from None
 
-    @staticmethod
-    def _fsync_dir(directory: str) -> None:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    _fsync_dir = staticmethod(fsync_dir)
 
     def _walk(self, prefix: str) -> Iterator[str]:
         stack = [prefix]
