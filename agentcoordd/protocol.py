@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Annotated, Any, Union
 
 import msgspec
 
@@ -39,6 +39,14 @@ MAX_RESPONSE_FRAME = 64 * 1024 * 1024
 MANIFEST_CAP = 256 * 1024
 LAUNCH_PROMPT_CAP = 256 * 1024
 HEADER = 4
+
+# Wire bounds on every number a request carries: values both peers can
+# represent and compute with. They refuse NaN, infinities and absurd magnitudes
+# at the boundary (the daemon's decoder; ctl checks before sending, naming the
+# option). What a value means (a TTL is positive, a pid exists) is the use
+# case's check.
+Int = Annotated[int, msgspec.Meta(ge=-(2**53), le=2**53)]
+Float = Annotated[float, msgspec.Meta(ge=-1e15, le=1e15)]
 
 EXIT_OK = 0
 EXIT_USAGE = 1
@@ -71,7 +79,7 @@ class Caller(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     env: dict[str, str] = {}
     cwd: str = ""
-    pid: int = 0
+    pid: Int = 0
 
 
 class Selection(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -86,18 +94,18 @@ class Selection(msgspec.Struct, kw_only=True, omit_defaults=True):
 class KeepAlive(msgspec.Struct, kw_only=True, omit_defaults=True):
     """`--keep-alive` on claim/heartbeat: register the lane for daemon renewal."""
 
-    renew_every: float | None = None  # default ttl/3
-    watch_pid: int | None = None
+    renew_every: Float | None = None  # default ttl/3
+    watch_pid: Int | None = None
     watch_auto: bool = False  # --watch-pid auto: nearest agent-host ancestor of caller.pid
-    idle_timeout: float | None = None  # default 2 h
-    heartbeat_ttl: int | None = None  # claim --keep-alive: TTL of the lane's heartbeat
+    idle_timeout: Float | None = None  # default 2 h
+    heartbeat_ttl: Int | None = None  # claim --keep-alive: TTL of the lane's heartbeat
 
 
 class _Request(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="op"):
     caller: Caller = msgspec.field(default_factory=Caller)
     selection: Selection = msgspec.field(default_factory=Selection)
     # Seconds the caller will wait; the daemon bounds its work to fit.
-    timeout: float | None = None
+    timeout: Float | None = None
 
 
 # ---- requests: one Struct per command ------------------------------------------
@@ -109,7 +117,7 @@ class Claim(_Request, tag_field="op", tag="claim", kw_only=True):
     target: str
     batch_id: str | None = None
     branch: str | None = None
-    ttl: int | None = None
+    ttl: Int | None = None
     meta: Metadata = msgspec.field(default_factory=Metadata)
     keep_alive: KeepAlive | None = None
 
@@ -134,7 +142,7 @@ class Heartbeat(_Request, tag_field="op", tag="heartbeat", kw_only=True):
     batch_id: str | None = None
     branch: str | None = None
     status: str | None = None
-    ttl: int | None = None
+    ttl: Int | None = None
     meta: Metadata = msgspec.field(default_factory=Metadata)
     keep_alive: KeepAlive | None = None
 
@@ -173,7 +181,7 @@ class Status(_Request, tag_field="op", tag="status", kw_only=True):
     target: str | None = None
     batch_id: str | None = None
     include_archived: bool = False
-    events: int | None = None  # None: 20 per batch for full status, all in batch scope
+    events: Int | None = None  # None: 20 per batch for full status, all in batch scope
     all_events: bool = False
 
 
@@ -183,9 +191,9 @@ class BatchAudit(_Request, tag_field="op", tag="batch_audit", kw_only=True):
 
 class Gc(_Request, tag_field="op", tag="gc", kw_only=True):
     execute: bool = False
-    hot_days: int | None = None
-    archive_days: int | None = None
-    synthetic_hot_days: int | None = None
+    hot_days: Int | None = None
+    archive_days: Int | None = None
+    synthetic_hot_days: Int | None = None
     prefixes: list[str] = []
 
 
@@ -227,8 +235,8 @@ class _Wait(_Request, kw_only=True):
     """A wait the daemon polls: answered once the condition holds, or with exit 2 and
     `timed_out` after `wait_seconds` (kept below the request's timeout)."""
 
-    wait_seconds: float | None = None  # None: as long as the request's timeout allows
-    poll_seconds: float = 1.0
+    wait_seconds: Float | None = None  # None: as long as the request's timeout allows
+    poll_seconds: Float = 1.0
 
 
 class WaitStopRequested(_Wait, tag_field="op", tag="wait_stop_requested", kw_only=True):
@@ -280,7 +288,7 @@ class Overview(_Request, tag_field="op", tag="overview", kw_only=True):
 class Dashboard(_Request, tag_field="op", tag="dashboard", kw_only=True):
     """`dashboard [--port N]`: start (once) the daemon's loopback dashboard; its URL."""
 
-    port: int | None = None
+    port: Int | None = None
 
 
 Request = Union[
@@ -370,6 +378,19 @@ def default_socket_path(env: Mapping[str, str]) -> str:
 def default_state_dir(env: Mapping[str, str]) -> str:
     """The daemon's own directory (logs, registered lanes): never coordination state."""
     return os.path.join(state_home(env), "agentcoord")
+
+
+STATE_DIR_LOCK = "agentcoordd.lock"
+
+
+def read_state_dir_owner(state_dir: str) -> dict[str, Any]:
+    """What the daemon owning `state_dir` wrote into its lock: {"pid", "socket"} (or {})."""
+    try:
+        with open(os.path.join(state_dir, STATE_DIR_LOCK), "rb") as fh:
+            owner = msgspec.json.decode(fh.read(4096) or b"{}")
+    except (OSError, msgspec.DecodeError, RecursionError):
+        return {}
+    return owner if isinstance(owner, dict) else {}
 
 
 # ---- framing --------------------------------------------------------------------

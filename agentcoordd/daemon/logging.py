@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import structlog
+import structlog.tracebacks
 
 _SECRET_KEY = re.compile(r"token|secret|password|passwd|authorization|credential", re.I)
 REDACTED = "[redacted]"
@@ -33,8 +34,14 @@ def configure(level: str = "info", *, stream: Any = None) -> None:
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level: {level}")
     tty = hasattr(out, "isatty") and out.isatty()
-    renderer: Any = (
-        structlog.dev.ConsoleRenderer(colors=False) if tty else structlog.processors.JSONRenderer()
+    # JSON lines carry an exception as data (type, message, stack frames, never
+    # local variables: they may hold a token); the console renderer prints the
+    # traceback itself.
+    rendering: list[Any] = (
+        [structlog.dev.ConsoleRenderer(colors=False)] if tty
+        else [structlog.processors.ExceptionRenderer(
+                  structlog.tracebacks.ExceptionDictTransformer(show_locals=False)),
+              structlog.processors.JSONRenderer()]
     )
     structlog.configure(
         processors=[
@@ -42,7 +49,7 @@ def configure(level: str = "info", *, stream: Any = None) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             redact_secrets,
-            renderer,
+            *rendering,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=out),

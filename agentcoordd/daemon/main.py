@@ -1,6 +1,8 @@
 """`agentcoordd`: the per-machine coordination daemon.
 
     agentcoordd [--socket PATH] [--state-dir DIR] [--foreground] [--log-level LEVEL]
+                [--max-connections N] [--max-hello-bytes N] [--hello-timeout SECONDS]
+                [--max-buffered-bytes N]
 
 Without --foreground the daemon detaches (new session, stdio to /dev/null,
 log appended to STATE_DIR/agentcoordd.log) once its socket is listening.
@@ -33,8 +35,52 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="stay attached; log to stderr (systemd, launchd, tests)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"])
+    limits = parser.add_argument_group("limits (docs/reliability.md)")
+    limits.add_argument("--max-connections", type=_positive(int), default=None, metavar="N",
+                        help="concurrent client connections; more are refused (default 256)")
+    limits.add_argument("--max-hello-bytes", type=_positive(int), default=None, metavar="N",
+                        help="largest frame before Hello, and largest frame read outside the "
+                        "buffered-bytes budget (default 65536)")
+    limits.add_argument("--hello-timeout", type=_positive(float), default=None, metavar="SECONDS",
+                        help="a client must send Hello within this (default 10)")
+    limits.add_argument("--max-buffered-bytes", type=_positive(int), default=None, metavar="N",
+                        help="bytes of larger frames read at once across connections "
+                        "(default 16777216)")
     parser.add_argument("--version", action="version", version=f"agentcoordd {p.DAEMON_VERSION}")
     return parser.parse_args(argv)
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not (0 < value < 2**53):  # also refuses nan and inf
+            raise argparse.ArgumentTypeError(f"must be positive and finite: {text!r}")
+        return value
+    return parse
+
+
+def _limits(args: argparse.Namespace) -> Any:
+    from agentcoordd.daemon.server import Limits
+
+    given = {"max_connections": args.max_connections, "hello_frame": args.max_hello_bytes,
+             "hello_deadline": args.hello_timeout, "buffered_bytes": args.max_buffered_bytes}
+    return Limits(**{k: v for k, v in given.items() if v is not None})
+
+
+def _raise_fd_limit(wanted: int) -> None:
+    """Each connection is a file descriptor: lift the soft limit toward the hard one."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
 
 
 def _inherited_socket() -> socket.socket | None:
@@ -100,11 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     import anyio
 
     from agentcoordd.daemon import logging as daemon_logging
-    from agentcoordd.daemon.server import Daemon, StartupError
+    from agentcoordd.daemon.server import AlreadyRunning, Daemon, StartupError
 
     daemon_logging.configure(args.log_level)
     log = daemon_logging.get_logger()
-    daemon = Daemon(socket_path, state_dir, log=log)
+    limits = _limits(args)
+    _raise_fd_limit(limits.max_connections + 256)  # + stores, log, lock files, threads
+    daemon = Daemon(socket_path, state_dir, log=log, limits=limits)
     ready_fd = os.environ.pop("_AGENTCOORDD_READY_FD", None)
 
     def ready() -> None:
@@ -115,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         daemon.bind(inherited=_inherited_socket())
+    except AlreadyRunning as exc:  # a lost autostart race is normal: not an error line
+        log.info("not started: another agentcoordd serves", reason=str(exc), socket=socket_path)
+        print(f"agentcoordd: {exc}", file=sys.stderr)
+        return 1
     except (StartupError, OSError) as exc:
         log.error("cannot start", error=str(exc), socket=socket_path)
         print(f"agentcoordd: {exc}", file=sys.stderr)

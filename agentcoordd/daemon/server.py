@@ -1,14 +1,23 @@
 """The Unix-socket server: single instance, peer-uid check, framed msgpack.
 
 Life cycle
-* `bind()` takes the lock file next to the socket (flock, never unlinked), so
-  at most one daemon serves a socket path. Holding the lock, an existing
+* `bind()` first takes `<state-dir>/agentcoordd.lock` (flock, never unlinked;
+  it names our pid and socket): one state dir has one daemon, whatever socket
+  path a caller computed (ctl finds the owner's socket there). Then the lock
+  file next to the socket, so at most one daemon serves a socket path. Holding the lock, an existing
   socket file is either answered by a live daemon (never stolen: we exit) or
   stale (left by a crash: replaced). The socket directory is 0700 and the
   socket 0600.
 * Every connection: peer credentials first (another uid is refused and
-  logged), then `Hello`, then request/response pairs. Each bad client costs
-  one log line and its connection, never the daemon.
+  logged), then `Hello`, then request/response pairs. Each connection runs
+  inside its own error boundary: whatever goes wrong while reading, decoding
+  or answering its frames (a malformed frame, nesting past the decoder's
+  depth bound, a bug) costs one rendered log line and that connection, never
+  the server.
+* `Limits` bound what clients can make the daemon hold: concurrent
+  connections, the pre-hello frame size and deadline, and the bytes of large
+  frames being read at once. Past a limit the newcomer is refused with a
+  one-line reason (exit 2, retry) and everyone else is served as before.
 * SIGTERM/SIGINT (or `daemon stop`): stop accepting, let in-flight requests
   finish (dispatch runs shielded from cancellation), close idle connections,
   exit 0. A request is never cut between its backend write and its reply;
@@ -30,6 +39,7 @@ import stat
 import struct
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -40,26 +50,62 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from agentcoordd import protocol as p
 from agentcoordd.daemon.dispatch import wants_progress
 from agentcoordd.daemon.logging import get_logger
+from agentcoordd.store.files import sweep_stale_temps
 
-HANDSHAKE_TIMEOUT = 10.0
 IDLE_TIMEOUT = 300.0
+FRAME_TIMEOUT = 10.0  # a frame body, once its header arrived
 SEND_TIMEOUT = 10.0
 DRAIN_TIMEOUT = 30.0
 WATCH_INTERVAL = 1.0
-MAX_HELLO_FRAME = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the daemon holds for its clients at once (`agentcoordd --help`,
+    docs/reliability.md "Limits"). Frames up to `hello_frame` bytes are always
+    read (their total is bounded by `max_connections`); larger ones share the
+    `buffered_bytes` budget while they arrive."""
+
+    max_connections: int = 256
+    hello_frame: int = 64 * 1024
+    hello_deadline: float = 10.0
+    buffered_bytes: int = 16 * 1024 * 1024
+
+
+class ByteBudget:
+    """Bytes of large frames being read right now, across connections (event loop only)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> bool:
+        if self.used + size > self.limit:
+            return False
+        self.used += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.used -= size
 
 
 class StartupError(Exception):
     """The daemon cannot serve this socket (another instance, bad path, …)."""
 
 
+class AlreadyRunning(StartupError):
+    """Another daemon owns this socket or state dir (a lost autostart race, say)."""
+
+
 class BadClient(Exception):
     """A protocol violation: log one line, answer if possible, drop the client."""
 
-    def __init__(self, reason: str, reply: str | None = None) -> None:
+    def __init__(self, reason: str, reply: str | None = None,
+                 exit_code: int = p.EXIT_USAGE) -> None:
         super().__init__(reason)
         self.reason = reason
         self.reply = reply
+        self.exit_code = exit_code
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int | None, int, int | None]:
@@ -85,10 +131,12 @@ def _connects(path: str) -> bool:
 
 
 class Daemon:
-    def __init__(self, socket_path: str, state_dir: str, *, log: Any = None) -> None:
+    def __init__(self, socket_path: str, state_dir: str, *, log: Any = None,
+                 limits: Limits | None = None) -> None:
         self.socket_path = os.path.abspath(socket_path)
         self.state_dir = os.path.abspath(state_dir)
         self.lock_path = self.socket_path + ".lock"
+        self.state_lock_path = os.path.join(self.state_dir, p.STATE_DIR_LOCK)
         self.log = log or get_logger()
         self.started_at = time.time()
         self.requests = 0
@@ -96,7 +144,11 @@ class Daemon:
         self.connections = 0
         self.bad_clients = 0
         self.refused_peers = 0
+        self.refused_connections = 0
+        self.limits = limits or Limits()
+        self.buffered = ByteBudget(self.limits.buffered_bytes)
         self._lock_fd: int | None = None
+        self._state_lock_fd: int | None = None
         self._sock: socket.socket | None = None
         self._inode: tuple[int, int] | None = None
         self._stop: anyio.Event | None = None
@@ -118,7 +170,11 @@ class Daemon:
             )
         _private_dir(directory)
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
+        self._lock_state_dir()
         self._lock()
+        swept = sweep_stale_temps(self.state_dir)
+        if swept:
+            self.log.info("stale temp files removed", state_dir=self.state_dir, removed=swept)
         if inherited is not None:  # systemd socket activation
             self._sock = inherited
             self._owns_path = False  # systemd's socket unit owns the path: never unlink it
@@ -127,19 +183,27 @@ class Daemon:
         st = os.stat(self.socket_path)
         self._inode = (st.st_dev, st.st_ino)
 
+    def _lock_state_dir(self) -> None:
+        fd = _try_lock(self.state_lock_path)
+        if fd is None:
+            owner = p.read_state_dir_owner(self.state_dir)
+            raise AlreadyRunning(
+                f"agentcoordd is already running on {owner.get('socket', '?')} (pid "
+                f"{owner.get('pid', '?')}) with the state dir {self.state_dir}; one state dir has "
+                "one daemon"
+            )
+        os.ftruncate(fd, 0)
+        os.write(fd, msgspec.json.encode({"pid": os.getpid(), "socket": self.socket_path}) + b"\n")
+        self._state_lock_fd = fd
+
     def _lock(self) -> None:
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                holder = _read_pid(self.lock_path)
-                raise StartupError(
-                    f"agentcoordd is already running on {self.socket_path}"
-                    + (f" (pid {holder})" if holder else "")
-                ) from None
-            raise
+        fd = _try_lock(self.lock_path)
+        if fd is None:
+            holder = _read_pid(self.lock_path)
+            raise AlreadyRunning(
+                f"agentcoordd is already running on {self.socket_path}"
+                + (f" (pid {holder})" if holder else "")
+            )
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
@@ -178,11 +242,13 @@ class Daemon:
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()
-        if self._lock_fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._lock_fd, 0)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        for name in ("_lock_fd", "_state_lock_fd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
+                os.close(fd)
+                setattr(self, name, None)
 
     # ---- serving -----------------------------------------------------------------
 
@@ -253,20 +319,36 @@ class Daemon:
                 self.log.warning("accept failed", error=str(exc))
                 await anyio.sleep(0.1)
                 continue
+            if self.connections >= self.limits.max_connections:
+                await self._refuse(stream, f"agentcoordd is busy: {self.connections} connections "
+                                   f"open (limit {self.limits.max_connections}); retry shortly")
+                continue
+            self.connections += 1
             connections.start_soon(self._connection, stream)
 
-    async def _connection(self, stream: Any) -> None:
-        self.connections += 1
+    async def _refuse(self, stream: Any, reason: str) -> None:
+        """Answer a connection we will not serve with one line, never waiting on it."""
+        self.refused_connections += 1
+        if self.refused_connections in (1, 10, 100) or self.refused_connections % 1000 == 0:
+            self.log.warning("connection refused", reason=reason, refused=self.refused_connections)
         raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-        try:
-            pid, uid, _gid = peer_credentials(raw)
-        except OSError as exc:
-            self.log.warning("bad client", reason=f"peer credentials unavailable: {exc}")
+        reply = p.frame(msgspec.msgpack.encode(p.Response(exit_code=p.EXIT_OPERATIONAL,
+                                                          error=reason)))
+        with contextlib.suppress(OSError):
+            raw.send(reply, socket.MSG_DONTWAIT)
+            # Closing with unread input makes the peer's next read fail (ECONNRESET)
+            # before it sees the reply: take what already arrived first.
+            raw.recv(p.MAX_REQUEST_FRAME, socket.MSG_DONTWAIT)
+        with contextlib.suppress(Exception):
             await stream.aclose()
-            self.connections -= 1
-            return
-        log = self.log.bind(peer_pid=pid, peer_uid=uid)
+
+    async def _connection(self, stream: Any) -> None:
+        """One client, inside the error boundary: nothing it causes escapes to the server."""
+        log = self.log
         try:
+            raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+            pid, uid, _gid = peer_credentials(raw)
+            log = self.log.bind(peer_pid=pid, peer_uid=uid)
             if uid != os.getuid():
                 self.refused_peers += 1
                 log.warning("peer refused", reason="peer uid differs from the daemon's",
@@ -286,11 +368,14 @@ class Daemon:
             if exc.reply is not None:
                 with contextlib.suppress(Exception):
                     with anyio.move_on_after(1.0):
-                        await self._send(stream, p.Response(exit_code=p.EXIT_USAGE,
+                        await self._send(stream, p.Response(exit_code=exc.exit_code,
                                                             error=exc.reply))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError) as exc:
             self.bad_clients += 1
             log.warning("bad client", reason=f"connection lost: {exc.__class__.__name__}")
+        except Exception:  # noqa: BLE001 - the boundary: one connection's failure is its own
+            self.bad_clients += 1
+            log.exception("connection failed; dropped it")
         finally:
             with contextlib.suppress(Exception):
                 await stream.aclose()
@@ -320,18 +405,31 @@ class Daemon:
             size = p.frame_length(header, cap)
         except p.FrameError as exc:
             raise BadClient(str(exc), reply=f"agentcoordd: {exc}") from None
+        budgeted = size if size > self.limits.hello_frame else 0
+        if budgeted and not self.buffered.take(budgeted):
+            raise BadClient(
+                f"buffered-bytes limit: {size}-byte frame refused ({self.buffered.used} bytes "
+                "being read)",
+                reply=f"agentcoordd is busy: a {size}-byte request would exceed the limit of "
+                f"{self.limits.buffered_bytes} bytes read at once across connections; retry shortly",
+                exit_code=p.EXIT_OPERATIONAL,
+            )
         try:
-            with anyio.fail_after(HANDSHAKE_TIMEOUT):
+            with anyio.fail_after(FRAME_TIMEOUT):
                 return await reader.receive_exactly(size)
         except (anyio.IncompleteRead, anyio.EndOfStream):
             raise BadClient(f"truncated frame (expected {size} bytes)") from None
         except TimeoutError:
             raise BadClient(f"stalled mid-frame (expected {size} bytes)") from None
+        finally:
+            if budgeted:
+                self.buffered.give(budgeted)
 
     async def _session(self, stream: Any, log: Any) -> None:
         reader = BufferedByteReceiveStream(stream)
         decoder = p.server_decoder()
-        body = await self._read_frame(reader, MAX_HELLO_FRAME, HANDSHAKE_TIMEOUT, first=True)
+        body = await self._read_frame(reader, self.limits.hello_frame, self.limits.hello_deadline,
+                                      first=True)
         if body is None:
             log.debug("client left before hello")
             return
@@ -436,13 +534,25 @@ class Daemon:
             "requests": self.requests,
             "bad_clients": self.bad_clients,
             "refused_peers": self.refused_peers,
+            "refused_connections": self.refused_connections,
+            "buffered_bytes": self.buffered.used,
+            "limits": {"max_connections": self.limits.max_connections,
+                       "hello_frame": self.limits.hello_frame,
+                       "hello_deadline": self.limits.hello_deadline,
+                       "buffered_bytes": self.limits.buffered_bytes},
             "python": sys.version.split()[0],
         }
 
 
 def _decode(decoder: msgspec.msgpack.Decoder, body: bytes) -> Any:
+    """The typed request, or BadClient. Nesting depth is bounded: msgspec counts
+    every level (also inside skipped unknown fields) against the interpreter's
+    recursion limit and raises RecursionError past it."""
     try:
         return decoder.decode(body)
+    except RecursionError:
+        raise BadClient(f"frame nested deeper than {sys.getrecursionlimit()} levels",
+                        reply="agentcoordd: invalid request: nested too deeply") from None
     except msgspec.ValidationError as exc:
         raise BadClient(f"invalid request: {exc}",
                         reply=f"agentcoordd: invalid request: {exc}") from None
@@ -465,6 +575,19 @@ def _private_dir(directory: str) -> None:
         "agentcoord", "run"
     ):
         os.chmod(directory, 0o700)
+
+
+def _try_lock(path: str) -> int | None:
+    """An fd holding flock(LOCK_EX) on `path`, or None when another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return None
+        raise
+    return fd
 
 
 def _read_pid(path: str) -> str | None:
