@@ -19,6 +19,10 @@ AGENT_COORD_ETCD_PASSWORD or AGENT_COORD_ETCD_PASSWORD_FILE (first line of the
 file; the daemon reads it), AGENT_COORD_ETCD_CA_FILE (+ optional
 AGENT_COORD_ETCD_CERT_FILE / AGENT_COORD_ETCD_KEY_FILE for client-certificate
 auth) and AGENT_COORD_ETCD_PREFIX (a team's key prefix on a shared cluster).
+
+A local root is private (directories 0700, files 0600) unless the same mapping
+sets AGENT_COORD_STATE_MODE (an octal directory mode such as 0750 or 0770;
+files get it without the execute bits): an operator's way to share a root.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any, Literal
 from agentcoordd.daemon import envfiles
 from agentcoordd.model.errors import OperationalError, UsageError
 from agentcoordd.protocol import Selection, state_home
+from agentcoordd.store.files import parse_mode
 
 Kind = Literal["local", "http", "etcd"]
 LOCAL_OPT_IN = frozenset({"1", "true", "yes"})
@@ -57,6 +62,7 @@ ETCD_FILE_OPTIONS = {
     "AGENT_COORD_ETCD_KEY_FILE": "key_file",
 }
 ETCD_PREFIX_VAR = "AGENT_COORD_ETCD_PREFIX"
+STATE_MODE_VAR = "AGENT_COORD_STATE_MODE"
 PASSWORD_FILE_CAP = 4096
 
 # kind -> (module, class, human name). A store module that does not exist yet
@@ -79,7 +85,8 @@ class Resolved:
     machine_id: str | None = None  # the machine's own id (env file / daemon env)
     notices: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
-    # etcd: (EtcdStore keyword, value) pairs — CA/cert/key files, key_prefix. No secrets.
+    # Store keyword arguments, no secrets: etcd's CA/cert/key files and key_prefix,
+    # a local root's `mode` (AGENT_COORD_STATE_MODE).
     options: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -160,6 +167,21 @@ def _read_password_file(path: str, source: str) -> str:
     return password
 
 
+def _local(root: str, values: Mapping[str, str], source: str, cwd: str, machine: str | None,
+           warnings: list[str], *, callers: bool) -> Resolved:
+    """A local selection; its AGENT_COORD_STATE_MODE comes from the same mapping."""
+    options: tuple[tuple[str, str], ...] = ()
+    mode = _value(values, STATE_MODE_VAR)
+    if mode:
+        try:
+            options = (("mode", f"{parse_mode(mode):04o}"),)
+        except ValueError as exc:
+            error = UsageError if callers else OperationalError
+            raise error(f"invalid {STATE_MODE_VAR} ({source}): {exc}") from None
+    return Resolved("local", _absolute(root, cwd), source, machine_id=machine,
+                    warnings=tuple(warnings), options=options)
+
+
 def _from_values(values: Mapping[str, str], source: str, cwd: str, machine: str | None,
                  warnings: list[str]) -> Resolved | None:
     """API URL, etcd endpoints or state root from one mapping (env / env file)."""
@@ -178,8 +200,8 @@ def _from_values(values: Mapping[str, str], source: str, cwd: str, machine: str 
             warnings.append(ETCD_AND_ROOT_WARNING)
         return _etcd(etcd, values, source, cwd, machine, warnings)
     if root:
-        return Resolved("local", _absolute(root, cwd), source, machine_id=machine,
-                        warnings=tuple(warnings))
+        return _local(root, values, source, cwd, machine, warnings,
+                      callers=source == "environment")
     return None
 
 
@@ -209,7 +231,7 @@ def resolve(selection: Selection, env: Mapping[str, str], cwd: str = "",
         flag, value = chosen[0]
         assert value is not None
         if flag == "--state-root":
-            return Resolved("local", _absolute(value, cwd), flag, machine_id=machine)
+            return _local(value, env, flag, cwd, machine, [], callers=True)
         if flag == "--api-url":
             return Resolved("http", value.rstrip("/"), flag, _value(env, "AGENT_COORD_API_TOKEN"),
                             machine_id=machine)
@@ -303,8 +325,10 @@ class StorePool:
                 os.makedirs(resolved.location, mode=0o700, exist_ok=True)
             from agentcoordd.store.cache import CachingStore
 
+            options = dict(resolved.options)
+            mode = {"mode": int(options["mode"], 8)} if "mode" in options else {}
             # The daemon is long-lived: keep parsed records, re-read only what changed.
-            return CachingStore(cls(resolved.location))
+            return CachingStore(cls(resolved.location, **mode))
         if resolved.kind == "etcd":
             return _open_etcd(cls, resolved)
         return cls(resolved.location, resolved.token or "")

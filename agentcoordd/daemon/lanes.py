@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from agentcoordd.coord.keepalive import Fence
-from agentcoordd.store.files import replace_private
+from agentcoordd.store.files import locked_file, process_exists, replace_private
 
 DEFAULT_AGENT_HOSTS = ("codex", "claude")
 
@@ -76,7 +76,8 @@ class LaneRegistry:
             if any("token" in k.lower() and k != "token_hash" for k in lane.backend):
                 raise ValueError("lane registrations never carry a token")
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        replace_private(self.path, _encoder.encode(LaneFile(lanes=lanes)))
+        with locked_file(self.path):  # the state-dir lock makes one daemon its writer; belt and braces
+            replace_private(self.path, _encoder.encode(LaneFile(lanes=lanes)))
 
 
 # ---- watched processes --------------------------------------------------------
@@ -104,12 +105,8 @@ def parent_pid(pid: int) -> int | None:
 
 def pid_alive(pid: int, start_time: int | None = None) -> bool:
     """The process exists (and is the same one it was, when start_time is known)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not process_exists(pid):
         return False
-    except PermissionError:
-        pass  # exists, owned by someone else
     fields = _stat_fields(pid)
     if fields and fields[0] == "Z":
         return False  # a zombie has exited; its parent just has not reaped it

@@ -6,7 +6,9 @@ event's final path and record (create-only writes make a retry idempotent:
 `already_exists` means delivered) and the backend *selection* it belongs to —
 never a token. A line that does not parse is moved to `outbox.quarantine`
 with a warning and never blocks the rest. Delivered lines are dropped by an
-atomic rewrite (temp file + fsync + rename).
+atomic rewrite (temp file + fsync + rename). Every change holds a thread lock
+and an flock on `outbox.jsonl.lock`, so processes sharing the state dir (a
+second daemon, a test, an operator's tool) never lose each other's lines.
 """
 
 from __future__ import annotations
@@ -21,9 +23,13 @@ from typing import Any
 
 import msgspec
 
-from agentcoordd.store.files import replace_private, write_all
+from agentcoordd.store.files import locked_file, replace_private, write_all
 
 MAX_BACKOFF_SECONDS = 300.0
+
+
+class Waiting(Exception):
+    """`deliver` cannot try this entry yet (no token for its backend): not an attempt."""
 
 
 class OutboxEntry(msgspec.Struct, frozen=True):
@@ -55,8 +61,7 @@ class Outbox:
             raise ValueError("outbox entries never carry a token")
         entry = OutboxEntry(path, record, backend, self.clock())
         line = _encoder.encode(entry) + b"\n"
-        with self._lock:
-            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with self._locked():
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 # A torn last line (crash or full disk mid-append) must not swallow this one.
@@ -70,7 +75,7 @@ class Outbox:
 
     def entries(self) -> list[OutboxEntry]:
         """Every parseable entry; bad lines are quarantined (once) with a warning."""
-        with self._lock:
+        with self._locked():
             good, bad = self._read()
             if bad:
                 self._quarantine(bad)
@@ -100,6 +105,8 @@ class Outbox:
                 continue
             try:
                 await deliver(entry)
+            except Waiting:
+                continue  # untouched: no attempt was made
             except Exception as exc:  # noqa: BLE001 - any failure means "retry later"
                 message = getattr(exc, "message", None) or repr(exc)
                 retried[(entry.path, entry.queued_at)] = msgspec.structs.replace(
@@ -107,7 +114,7 @@ class Outbox:
                 )
                 continue
             delivered.add((entry.path, entry.queued_at))
-        with self._lock:
+        with self._locked():
             good, bad = self._read()
             if bad:
                 self._quarantine(bad)
@@ -128,6 +135,13 @@ class Outbox:
         return entry.queued_at + min(2.0 ** entry.attempts, MAX_BACKOFF_SECONDS)
 
     # ---- file handling (callers hold the lock) --------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Any:
+        with self._lock:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            with locked_file(self.path):
+                yield
 
     def _read(self) -> tuple[list[OutboxEntry], list[bytes]]:
         try:
@@ -156,8 +170,5 @@ class Outbox:
         )
 
     def _rewrite(self, entries: list[OutboxEntry]) -> None:
-        # Temp files of a writer that died (SIGKILL mid-rewrite) are litter: sweep them.
-        for stale in self.dir.glob(".outbox.jsonl.tmp-*"):
-            with contextlib.suppress(OSError):
-                stale.unlink()
+        # (a dead writer's temp file is swept at daemon start, never a live one's)
         replace_private(self.path, b"".join(_encoder.encode(e) + b"\n" for e in entries))

@@ -2,6 +2,16 @@
 
 * `<record>.json.lock` is held with flock(LOCK_EX) around every check-and-write;
   lock files are never unlinked (another writer may be waiting on the inode).
+  A lock is never waited for in a blocked thread: a worker thread tries it
+  briefly (`LOCK_SPIN`), and the async call retries from the event loop until
+  its deadline (the caller's `--timeout`, at most `LOCK_WAIT_CAP`), then fails
+  naming the lock file. A stuck or foreign holder costs the calls on that
+  record, never the worker threads every other record needs.
+* Private by default: directories 0700, records, temp and lock files 0600.
+  `mode` (AGENT_COORD_STATE_MODE, e.g. 0750) loosens a root an operator shares.
+* A new directory is fsynced into its parent, so a first record survives a
+  power cut with its path. Temp files a dead writer left (`.<name>.tmp-<pid>-…`)
+  are swept on the store's first write.
 * The version token is the SHA-256 hex of the record file's bytes.
 * Writes go to a temp file in the same directory, fsync, rename, fsync the dir:
   a reader sees the old record or the new one, never half of one.
@@ -21,6 +31,7 @@ import os
 import secrets
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,10 +52,21 @@ from agentcoordd.store.base import (
     Versioned,
 )
 from agentcoordd.model.errors import UsageError
-from agentcoordd.store.files import fsync_dir, write_all
+from agentcoordd.store.files import PRIVATE_DIR_MODE, file_mode, fsync_dir, sweep_stale_temps, write_all
 
 T = TypeVar("T")
 _encoder = msgspec.json.Encoder()
+LOCK_SPIN = 0.02  # in-thread tries of a busy lock before handing the wait to the event loop
+LOCK_WAIT_CAP = 30.0  # a call without a deadline of its own waits at most this
+LOCK_MARGIN = 0.1  # answer before the caller's deadline cuts the call off
+
+
+class LockBusy(Unavailable):
+    """A record lock is held by someone else right now (retried by the async API)."""
+
+    def __init__(self, message: str, lock_path: str) -> None:
+        super().__init__(message)
+        self.lock_path = lock_path
 
 
 def encode_record(data: Any) -> bytes:
@@ -66,13 +88,18 @@ def _valid(check: Callable[[str], str], value: str) -> str:
 class LocalStore:
     """A Store over a directory tree. Blocking I/O runs in worker threads."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], mode: int = PRIVATE_DIR_MODE) -> None:
         self.root = Path(root)
         self.name = f"local:{self.root}"
         # Hot paths join plain strings: pathlib showed up in per-renewal CPU.
         self._root = os.fspath(self.root)
         # Per-thread set of directories whose fsync is deferred (group_commit).
         self._deferred = threading.local()
+        self._dir_mode = mode
+        self._file_mode = file_mode(mode)
+        self._loosened = mode != PRIVATE_DIR_MODE  # umask may strip bits: set them exactly
+        self._swept = False
+        self._sweep_lock = threading.Lock()
 
     # ---- async Store API -------------------------------------------------
 
@@ -80,13 +107,13 @@ class LocalStore:
         return await self._run(self.get_sync, path)
 
     async def create(self, path: str, data: Any) -> str:
-        return await self._run(self.write_sync, path, data, None)
+        return await self._run_locking(self.write_sync, path, data, None)
 
     async def replace(self, path: str, data: Any, version: str) -> str:
-        return await self._run(self.write_sync, path, data, version)
+        return await self._run_locking(self.write_sync, path, data, version)
 
     async def delete(self, path: str, version: str) -> None:
-        await self._run(self.delete_sync, path, version)
+        await self._run_locking(self.delete_sync, path, version)
 
     async def list(self, prefix: str, limit: int | None = None, cursor: str | None = None) -> Page:
         return await self._run(self.list_sync, prefix, limit, cursor)
@@ -101,6 +128,24 @@ class LocalStore:
     @staticmethod
     async def _run(fn: Callable[..., T], *args: Any) -> T:
         return await anyio.to_thread.run_sync(fn, *args)
+
+    async def _run_locking(self, fn: Callable[..., T], *args: Any) -> T:
+        """A locked write; a busy lock is waited for here, between thread hops."""
+        started = anyio.current_time()
+        deadline = min(anyio.current_effective_deadline() - LOCK_MARGIN, started + LOCK_WAIT_CAP)
+        delay = 0.002
+        while True:
+            try:
+                return await self._run(fn, *args)
+            except LockBusy as busy:
+                now = anyio.current_time()
+                if now + delay > deadline:
+                    raise Unavailable(
+                        f"record lock {busy.lock_path} not acquired within {now - started:.1f}s: "
+                        "another process holds it (a hung writer?); coordination state is UNKNOWN"
+                    ) from None
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.05)
 
     # ---- blocking implementation ------------------------------------------
 
@@ -137,6 +182,8 @@ class LocalStore:
 
     def write_sync(self, path: str, data: Any, expected: str | None) -> str:
         """Create-only when `expected` is None, else compare-and-swap."""
+        if not self._swept:
+            self._sweep_once()
         full = self._checked(path, create_dirs=True)
         body = encode_record(data)
         with self._locked(full, path):
@@ -190,6 +237,27 @@ class LocalStore:
         self._check_no_symlinks(prefix, must_be_dir=True)
         return sorted(self._walk(prefix))
 
+    def sweep_sync(self) -> int:
+        """Remove temp files of dead writers anywhere below the root; how many."""
+        removed = 0
+        stack = [self._root]
+        while stack:
+            directory = stack.pop()
+            try:
+                with os.scandir(directory) as it:
+                    subdirs = [e.path for e in it if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                continue
+            removed += sweep_stale_temps(directory)
+            stack.extend(subdirs)
+        return removed
+
+    def _sweep_once(self) -> None:
+        with self._sweep_lock:
+            if not self._swept:
+                self._swept = True
+                self.sweep_sync()
+
     # ---- helpers -----------------------------------------------------------
 
     def _checked(self, path: str, create_dirs: bool = False) -> str:
@@ -227,6 +295,7 @@ class LocalStore:
         current = self._root
         shown = ""
         for segment in rel_dir.split("/"):
+            parent = current
             current = f"{current}/{segment}"
             shown = f"{shown}/{segment}" if shown else segment
             try:
@@ -236,11 +305,15 @@ class LocalStore:
                 pass
             if not self.root.is_dir():  # a first write creates the root (reads never do)
                 try:
-                    self.root.mkdir(parents=True, exist_ok=True, mode=0o755)
+                    self.root.mkdir(parents=True, exist_ok=True, mode=self._dir_mode)
+                    fsync_dir(self.root.parent)
                 except OSError as exc:
                     raise self._os_error("cannot create state root for", path, exc) from None
             try:
-                os.mkdir(current, 0o755)
+                os.mkdir(current, self._dir_mode)
+                if self._loosened:
+                    os.chmod(current, self._dir_mode)
+                fsync_dir(parent)  # the new directory's entry, before any record in it
             except FileExistsError:
                 self._require_dir(os.lstat(current).st_mode, shown)  # raced another writer
             except OSError as exc:
@@ -272,23 +345,43 @@ class LocalStore:
     def _locked(self, full: str, path: str) -> Iterator[None]:
         lock_path = full + ".lock"
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         self._file_mode)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise Forbidden(f"symlink below state root refused: {path}.lock") from None
             raise self._os_error("cannot lock", path, exc) from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._acquire(fd, f"{path}.lock")
             yield
         finally:
             os.close(fd)  # closing releases the flock; the lock file stays
+
+    def _acquire(self, fd: int, shown: str) -> None:
+        """flock within LOCK_SPIN, else LockBusy (the async caller waits on, threadless)."""
+        give_up = time.monotonic() + LOCK_SPIN
+        pause = 0.0005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            if time.monotonic() + pause > give_up:
+                raise LockBusy(f"record lock {shown} under {self.root} is held by another process",
+                               f"{shown} under {self.root}")
+            time.sleep(pause)
+            pause *= 2
 
     def _atomic_write(self, full: str, body: bytes, path: str) -> None:
         directory, _, name = full.rpartition("/")
         tmp = f"{directory}/.{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         self._file_mode)
             try:
+                if self._loosened:
+                    os.fchmod(fd, self._file_mode)
                 write_all(fd, body)
             finally:
                 os.close(fd)

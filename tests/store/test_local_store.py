@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from agentcoordd.store.base import (
@@ -20,9 +21,10 @@ from agentcoordd.store.base import (
     InvalidPath,
     InvalidRecord,
     NotFound,
+    Unavailable,
     list_all,
 )
-from agentcoordd.store.local import LocalStore
+from agentcoordd.store.local import LocalStore, LockBusy
 
 CLAIM = "claims/acme/widgets/1.json"
 RECORD = {"schema_version": 1, "agent_id": "agent-a", "status": "active", "targets": [], "meta": {}}
@@ -288,7 +290,8 @@ HOLDER = textwrap.dedent(
 
 
 async def test_writer_waits_while_another_process_holds_the_record_lock(store, root):
-    """The existing tool flocks `<record>.json.lock` while it writes; we must wait for it."""
+    """The existing tool flocks `<record>.json.lock` while it writes; we must wait for it
+    (from the event loop: no worker thread blocks on the lock)."""
     version = await store.create(CLAIM, RECORD)
     with subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(root / (CLAIM + ".lock"))],
@@ -300,23 +303,52 @@ async def test_writer_waits_while_another_process_holds_the_record_lock(store, r
             assert holder.stdout.readline().strip() == "locked"
             done: dict[str, float] = {}
 
-            def write() -> None:
-                store.write_sync(CLAIM, {"v": 2}, version)
+            async def write() -> None:
+                await store.replace(CLAIM, {"v": 2}, version)
                 done["at"] = time.monotonic()
 
-            writer = threading.Thread(target=write)
-            writer.start()
-            writer.join(timeout=0.5)
-            assert writer.is_alive(), "write completed while another process held the lock"
-            assert (await store.get(CLAIM)).data == RECORD
-
-            holder.stdin.write("release\n")
-            holder.stdin.flush()
-            released_at = float(holder.stdout.readline())
-            writer.join(timeout=10)
-            assert not writer.is_alive()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(write)
+                await anyio.sleep(0.5)
+                assert not done, "write completed while another process held the lock"
+                assert (await store.get(CLAIM)).data == RECORD
+                holder.stdin.write("release\n")
+                holder.stdin.flush()
+                released_at = float(await anyio.to_thread.run_sync(holder.stdout.readline))
             assert done["at"] >= released_at
             assert (await store.get(CLAIM)).data == {"v": 2}
+        finally:
+            holder.kill()
+
+
+async def test_a_lock_held_past_the_deadline_fails_naming_the_lock_file(store, root):
+    version = await store.create(CLAIM, RECORD)
+    with subprocess.Popen([sys.executable, "-c", HOLDER, str(root / (CLAIM + ".lock"))],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout.readline().strip() == "locked"
+            started = time.monotonic()
+            with anyio.fail_after(2.0):
+                with pytest.raises(Unavailable, match=r"record lock claims/acme/widgets/1\.json\.lock"):
+                    with anyio.CancelScope(deadline=anyio.current_time() + 0.6):
+                        await store.replace(CLAIM, {"v": 2}, version)
+            assert time.monotonic() - started < 1.0
+            assert (await store.get(CLAIM)).data == RECORD
+        finally:
+            holder.kill()
+
+
+def test_the_blocking_api_never_waits_on_a_held_lock(store, root):
+    """Batch renewals run in one worker thread: a held lock is that record's failure."""
+    version = store.write_sync(CLAIM, RECORD, None)
+    with subprocess.Popen([sys.executable, "-c", HOLDER, str(root / (CLAIM + ".lock"))],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout.readline().strip() == "locked"
+            started = time.monotonic()
+            with pytest.raises(LockBusy):
+                store.write_sync(CLAIM, {"v": 2}, version)
+            assert time.monotonic() - started < 0.5
         finally:
             holder.kill()
 
