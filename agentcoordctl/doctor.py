@@ -24,6 +24,7 @@ from typer import _click
 from typer.core import TyperCommand
 
 from agentcoordctl import client
+from agentcoordctl.render import printable
 from agentcoordctl.options import (
     ApiUrl, EtcdEndpoints, Globals, Json, LegacyBackend, StateRoot, dump_json, eprint, selection,
 )
@@ -108,7 +109,7 @@ def doctor(
             report["daemon"] = payload.get("daemon")
         print(dump_json(report))
     else:
-        print(text(payload["report"], payload.get("daemon") if daemon else None))
+        print(text(printable(payload["report"]), printable(payload.get("daemon")) if daemon else None))
     raise typer.Exit(response.exit_code)
 
 
@@ -208,7 +209,9 @@ def daemon_text(daemon: dict[str, Any]) -> list[str]:
         f"outbox_depth: {_dash(outbox.get('depth'))}"
         + (f" (oldest {outbox['oldest_age_seconds']:.0f}s)"
            if isinstance(outbox.get("oldest_age_seconds"), (int, float)) else "")
-        + (f" ({outbox['error']})" if outbox.get("error") else ""),
+        + (f" ({outbox['error']})" if outbox.get("error") else "")
+        + (f"; {outbox['waiting_for_token']} {outbox.get('hint', 'waiting for a token')}"
+           if outbox.get("waiting_for_token") else ""),
     ]
     if service.get("installed"):
         lines.append(f"service: {service.get('manager')} installed, state "

@@ -42,13 +42,16 @@ def render_outbox(payload: dict[str, Any]) -> str:
     for row in rows:
         table.append((
             str(row.get("path")), str(row.get("batch_id") or "-"), str(row.get("type") or "-"),
-            _age(row.get("age_seconds")), str(row.get("attempts", 0)), _age(row.get("next_try_in")),
+            _age(row.get("age_seconds")), str(row.get("attempts", 0)),
+            "token" if row.get("waiting_for_token") else _age(row.get("next_try_in")),
             " ".join(str(row.get("last_error") or "-").split())[:80],
         ))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in table]
     lines.append(f"{len(rows)} queued, oldest {_age(payload.get('oldest_age_seconds'))} "
                  f"({payload.get('path')})")
+    if payload.get("waiting_for_token"):
+        lines.append(f"{payload['waiting_for_token']} {payload.get('hint', 'waiting for a token')}")
     if payload.get("quarantine"):
         lines.append(f"unreadable lines were set aside in {payload['quarantine']}")
     return "\n".join(lines)

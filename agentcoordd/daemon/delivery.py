@@ -7,10 +7,13 @@
 * `run()` is the background task: every due entry is retried with its own
   exponential backoff (`Outbox.flush`); a create-only write that answers
   `already_exists` means an earlier try landed, so it counts as delivered.
-* The backend of an entry is the one the request used when this daemon still
-  remembers it (its token stays in memory only); after a restart it is
-  rebuilt from the descriptor plus the machine's configuration
-  (`keeper.resolve_persisted`), exactly like a resumed keep-alive lane.
+* An entry's backend is rebuilt from its descriptor with a token from
+  `Credentials` (what callers brought, newest first, in memory only) or from
+  the machine's configuration (`keeper.resolve_persisted`). An entry for a
+  backend that needs a token nobody has brought since the start *waits*: it is
+  not tried (no attempt counted), `outbox` and `doctor` say so, and the first
+  call that brings a token for that backend wakes a forced flush. A token
+  refused for its scope (403) makes the delivery try the next one.
 """
 
 from __future__ import annotations
@@ -21,26 +24,32 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agentcoordd.daemon import backends
+from agentcoordd.daemon.credentials import Credentials, needs_token
 from agentcoordd.daemon.keeper import persisted_backend, resolve_persisted
-from agentcoordd.daemon.outbox import Outbox, OutboxEntry
-from agentcoordd.store.base import Conflict
+from agentcoordd.daemon.outbox import Outbox, OutboxEntry, Waiting
+from agentcoordd.store.base import Conflict, Forbidden
 
 if TYPE_CHECKING:
     from agentcoordd.daemon.dispatch import Dispatcher
 
 POLL_INTERVAL = 1.0  # how often the background task looks for due entries
+WAITING_HINT = ("waiting for a token: run any agentcoordctl command (or `agentcoordctl outbox "
+                "flush`) with the backend's token in its environment")
 
 
 class Delivery:
-    def __init__(self, dispatcher: Dispatcher, state_dir: str, *, log: Any = None) -> None:
+    def __init__(self, dispatcher: Dispatcher, state_dir: str, credentials: Credentials, *,
+                 log: Any = None) -> None:
         self.d = dispatcher
         self.outbox = Outbox(state_dir)
         self.log = log
-        self.known: dict[str, backends.Resolved] = {}  # descriptor key -> selection (may hold a token)
+        self.credentials = credentials
+        credentials.on_new.append(self._token_arrived)
         self.delivered = 0
         self.queued = 0
         self._flushing = anyio.Lock()
         self._wake = anyio.Event()
+        self._force = False
 
     # ---- queueing ------------------------------------------------------------------
 
@@ -52,7 +61,7 @@ class Delivery:
             return
         backend = descriptor if descriptor is not None else persisted_backend(resolved)  # type: ignore[arg-type]
         if resolved is not None:
-            self.known[backend["key"]] = resolved
+            self.credentials.learn(resolved)
         items = list(undelivered)
         undelivered.clear()
         with anyio.CancelScope(shield=True):
@@ -72,17 +81,40 @@ class Delivery:
 
     # ---- delivering -----------------------------------------------------------------
 
+    def selections(self, backend: dict[str, Any]) -> list[backends.Resolved]:
+        """Where an entry can be delivered now: callers' tokens first, then the machine's
+        configuration; empty when the backend needs a token nobody brought."""
+        found = self.credentials.candidates(backend.get("key", ""))
+        configured = resolve_persisted(backend)
+        if configured.token or not needs_token(configured.kind, configured.user):
+            if all(r.token != configured.token for r in found):
+                found.append(configured)
+        return found
+
     async def deliver(self, entry: OutboxEntry) -> None:
-        resolved = self.known.get(entry.backend.get("key", ""))
-        if resolved is None:
-            resolved = resolve_persisted(entry.backend)
-        store = self.d.pool.get(resolved)
-        try:
-            await store.create(entry.path, entry.record)
-        except Conflict as exc:
-            if exc.kind != "already_exists":
-                raise
-            # create-only: an earlier attempt (or another daemon) already wrote it
+        candidates = self.selections(entry.backend)
+        if not candidates:
+            raise Waiting(WAITING_HINT)
+        refused: Forbidden | None = None
+        for resolved in candidates:
+            store = self.d.pool.get(resolved)
+            try:
+                await store.create(entry.path, entry.record)
+                return
+            except Conflict as exc:
+                if exc.kind != "already_exists":
+                    raise
+                return  # create-only: an earlier attempt (or another daemon) already wrote it
+            except Forbidden as exc:  # this token's scope (or the token) is refused: try the next
+                refused = exc
+        assert refused is not None
+        raise refused
+
+    def _token_arrived(self, key: str) -> None:
+        """A caller brought a token we did not have: deliver what waited for it now."""
+        if any(e.backend.get("key") == key for e in self.outbox.entries()):
+            self._force = True
+            self._wake.set()
 
     async def flush(self, *, force: bool = False) -> tuple[int, int]:
         async with self._flushing:
@@ -100,7 +132,8 @@ class Delivery:
         while True:
             try:
                 if self.outbox.path.exists():
-                    await self.flush()
+                    force, self._force = self._force, False
+                    await self.flush(force=force)
             except Exception:  # noqa: BLE001 - a bug must not stop delivery for good
                 self._log("exception", "outbox flush failed")
             with anyio.move_on_after(POLL_INTERVAL):
@@ -110,25 +143,41 @@ class Delivery:
     # ---- introspection -----------------------------------------------------------
 
     def summary(self) -> dict[str, Any]:
-        entries = self.outbox.entries()
+        return self._summary(self.outbox.entries())
+
+    def _summary(self, entries: list[OutboxEntry]) -> dict[str, Any]:
         oldest = min((e.queued_at for e in entries), default=None)
-        return {"path": str(self.outbox.path), "depth": len(entries),
-                "oldest_age_seconds": None if oldest is None else round(time.time() - oldest, 3)}
+        waiting = self._waiting_keys(entries)
+        count = sum(1 for e in entries if e.backend.get("key") in waiting)
+        out: dict[str, Any] = {
+            "path": str(self.outbox.path), "depth": len(entries),
+            "oldest_age_seconds": None if oldest is None else round(time.time() - oldest, 3)}
+        if count:  # present only when some entries wait (the summary's shape stays otherwise)
+            out["waiting_for_token"] = count
+            out["hint"] = WAITING_HINT
+        return out
+
+    def _waiting_keys(self, entries: list[OutboxEntry]) -> set[str]:
+        """Backends (descriptor keys) of these entries that nobody has a token for."""
+        backends_by_key = {e.backend.get("key", ""): e.backend for e in entries}
+        return {key for key, backend in backends_by_key.items() if not self.selections(backend)}
 
     def listing(self) -> dict[str, Any]:
         now = time.time()
+        entries = self.outbox.entries()
+        waiting = self._waiting_keys(entries)
         rows = []
-        for e in self.outbox.entries():
+        for e in entries:
             rows.append({
                 "path": e.path, "batch_id": e.record.get("batch_id"), "type": e.record.get("type"),
                 "event_id": e.record.get("event_id"), "backend": e.backend.get("key"),
                 "age_seconds": round(now - e.queued_at, 3), "attempts": e.attempts,
                 "last_error": e.last_error,
                 "next_try_in": round(max(0.0, Outbox._next_try(e) - now), 3),
+                "waiting_for_token": e.backend.get("key") in waiting,
             })
-        summary = self.summary()
+        summary = self._summary(entries)
         summary["entries"] = rows
-        summary["depth"] = len(rows)
         if self.outbox.quarantine_path.exists():
             summary["quarantine"] = str(self.outbox.quarantine_path)
         return summary

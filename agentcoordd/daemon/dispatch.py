@@ -24,6 +24,7 @@ from agentcoordd.coord.closeout import StampQueue
 from agentcoordd.coord.context import Ctx
 from agentcoordd.daemon import backends
 from agentcoordd.daemon.clock import SystemClock
+from agentcoordd.daemon.credentials import Credentials
 from agentcoordd.daemon.recent import RecentReads
 from agentcoordd.model.errors import CoordError, OperationalError
 from agentcoordd.model.identity import resolve_identity
@@ -184,7 +185,8 @@ class Dispatcher:
         self.lanes = LaneKeeper(self, daemon.state_dir, log=daemon.log)
         from agentcoordd.daemon.delivery import Delivery
 
-        self.delivery = Delivery(self, daemon.state_dir, log=daemon.log)  # issue 9: the outbox
+        self.credentials = Credentials()  # callers' tokens, in memory only
+        self.delivery = Delivery(self, daemon.state_dir, self.credentials, log=daemon.log)
         self.outbox = self.delivery.outbox
 
     async def handle(self, request: Any,
@@ -217,6 +219,7 @@ class Dispatcher:
             raise OperationalError(f"command not available yet: {type(request).__name__}")
         caller = request.caller
         resolved = backends.resolve(request.selection, caller.env, caller.cwd, write=route.write)
+        self.credentials.learn(resolved)
         notices.extend(resolved.notices)
         warnings.extend(resolved.warnings)
         function = _use_case(route.module, route.function)
@@ -337,6 +340,11 @@ async def _outbox(d: Dispatcher, request: p.OutboxList) -> dict[str, Any]:
 
 
 async def _outbox_flush(d: Dispatcher, request: p.OutboxFlush) -> p.Response:
+    try:  # the caller's own token (or selection) serves the entries queued for its backend
+        d.credentials.learn(backends.resolve(request.selection, request.caller.env,
+                                             request.caller.cwd))
+    except CoordError:
+        pass  # no usable selection in the caller's environment: flush with what is known
     delivered, remaining = await d.delivery.flush(force=True)
     payload = {**d.delivery.listing(), "delivered": delivered, "remaining": remaining}
     if not remaining:

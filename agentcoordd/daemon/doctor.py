@@ -257,19 +257,11 @@ def lanes_summary(d: Any) -> dict[str, Any]:
 
 
 def outbox_summary(d: Any) -> dict[str, Any]:
-    path = os.path.join(d.daemon.state_dir, "outbox.jsonl")
     try:
-        outbox = getattr(d, "outbox", None) or getattr(d.daemon, "outbox", None)
-        if outbox is None:
-            from agentcoordd.daemon.outbox import Outbox
-
-            outbox = Outbox(d.daemon.state_dir)
-        entries = outbox.entries()
-        oldest = min((e.queued_at for e in entries), default=None)
-        return {"path": str(getattr(outbox, "path", path)), "depth": len(entries),
-                "oldest_age_seconds": None if oldest is None else round(time.time() - oldest, 3)}
+        return d.delivery.summary()
     except Exception as exc:  # noqa: BLE001 - the doctor reports, never crashes
-        return {"path": path, "depth": None, "error": str(exc)}
+        return {"path": os.path.join(d.daemon.state_dir, "outbox.jsonl"), "depth": None,
+                "error": str(exc)}
 
 
 def _unit_files(home: str) -> tuple[str | None, list[str]]:

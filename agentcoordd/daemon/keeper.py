@@ -40,6 +40,7 @@ from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.keepalive import Fence, LaneEnded, check_fence, renew
 from agentcoordd.daemon import backends, sdnotify
 from agentcoordd.daemon.clock import boottime
+from agentcoordd.daemon.credentials import descriptor_key, needs_token
 from agentcoordd.daemon.lanes import (
     DEFAULT_AGENT_HOSTS,
     LaneRegistry,
@@ -79,14 +80,8 @@ REASON_TEXT = {
 }
 
 
-def backend_key(resolved: backends.Resolved) -> str:
-    """The selection without any credential: kind and location (+ options)."""
-    kind, location, _credential = resolved.key
-    return f"{kind}:{location}"
-
-
 def persisted_backend(resolved: backends.Resolved) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": backend_key(resolved), "kind": resolved.kind,
+    out: dict[str, Any] = {"key": descriptor_key(resolved), "kind": resolved.kind,
                            "location": resolved.location, "source": resolved.source}
     if resolved.user:
         out["user"] = resolved.user
@@ -108,7 +103,7 @@ def resolve_persisted(backend: Mapping[str, Any], daemon_env: Mapping[str, str] 
     if kind != "local":
         with contextlib.suppress(Exception):
             machine = backends.resolve(p.Selection(), env, "/", env)
-            if backend_key(machine) == backend.get("key"):
+            if descriptor_key(machine) == backend.get("key"):
                 return machine
     kwargs: dict[str, Any] = {}
     options = backend.get("options")
@@ -266,13 +261,22 @@ class LaneKeeper:
 
     # ---- the loop's callbacks -----------------------------------------------------
 
+    def _selection(self, key: str) -> backends.Resolved:
+        """The lane's backend; a lane resumed without its token takes one a caller brought."""
+        resolved = self.resolved[key]
+        if not resolved.token and needs_token(resolved.kind, resolved.user):
+            learned = self.d.credentials.candidates(descriptor_key(resolved))
+            if learned:
+                resolved = self.resolved[key] = learned[0]
+        return resolved
+
     def _pid_alive(self, pid: int) -> bool:
         return pid_alive(pid, self._pid_starts.get(pid))
 
     async def _renew(self, lane: Lane) -> None:
         spec = self.specs[lane.key]
         due = lane.next_due
-        store = self.d.pool.get(self.resolved[lane.key])
+        store = self.d.pool.get(self._selection(lane.key))
         error: Exception | None = None
         try:
             await renew(Ctx(store=store, clock=self.d.clock), agent_id=spec.agent_id, ttl=spec.ttl,
@@ -291,7 +295,7 @@ class LaneKeeper:
         local: dict[int, tuple[Any, list[int]]] = {}
         remote: list[int] = []
         for index, lane in enumerate(lanes):
-            store = self.d.pool.get(self.resolved[lane.key])
+            store = self.d.pool.get(self._selection(lane.key))
             if hasattr(store, "group_commit"):
                 local.setdefault(id(store), (store, []))[1].append(index)
             else:
@@ -448,7 +452,7 @@ class LaneKeeper:
     # ---- requests ---------------------------------------------------------------
 
     def key_for(self, resolved: backends.Resolved, agent_id: str) -> str:
-        return f"{backend_key(resolved)}|{agent_id}"
+        return f"{descriptor_key(resolved)}|{agent_id}"
 
     def validate(self, request: Any) -> None:
         """Refuse bad keep-alive flags before anything is written."""
@@ -491,7 +495,7 @@ class LaneKeeper:
             self._mark_dirty()
             if spec.fence is not None:
                 try:
-                    ctx = Ctx(store=self.d.pool.get(self.resolved[key]), clock=self.d.clock)
+                    ctx = Ctx(store=self.d.pool.get(self._selection(key)), clock=self.d.clock)
                     await check_fence(ctx, spec.fence)
                 except LaneEnded as exc:
                     lane.info["new_holder"] = exc.new_holder
