@@ -12,11 +12,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from typing import Annotated, Any, Optional
 
 import typer
 
-from agentcoordctl.options import Globals
+from agentcoordctl import output
+from agentcoordctl.options import Globals, positive_seconds
 
 # command name -> module whose register(app) adds it
 COMMANDS = {
@@ -46,17 +48,16 @@ COMMANDS = {
     "validate": "agentcoordctl.validate",
 }
 GLOBAL_OPTIONS_WITH_VALUE = ("--timeout",)
+CLICK_USAGE_EXIT = 2  # typer's usage errors (bad option, missing value) carry click's code
 
 
 def _callback(
     timeout: Annotated[Optional[float], typer.Option(
-        "--timeout", metavar="SECONDS",
+        "--timeout", metavar="SECONDS", parser=positive_seconds,
         help="Bound every call (default: $AGENT_COORD_TIMEOUT or 30).")] = None,
 ) -> None:
     """agentcoordctl: coordinate AI coding agents through the per-machine agentcoordd."""
     if timeout is not None:
-        if timeout <= 0:
-            raise typer.BadParameter("must be positive", param_hint="--timeout")
         Globals.timeout = timeout
 
 
@@ -93,24 +94,35 @@ def build_app(command: str | None = None) -> typer.Typer:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    app = build_app(_invoked(args))
-    command = typer.main.get_command(app)
-    from typer import _click
+    out, _err = output.install()
+    return output.exit_code(_run(args), out)
 
+
+def _run(args: list[str]) -> int:
+    """The command's exit code; nothing it raises escapes as a traceback."""
     try:
-        rv = command.main(args, prog_name="agentcoordctl", standalone_mode=False)
-    except _click.exceptions.UsageError as exc:  # click would exit 2; the spec says 1
-        print(usage_line(exc), file=sys.stderr)
-        return 1
-    except _click.exceptions.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except _click.exceptions.Abort:
+        app = build_app(_invoked(args))
+        rv = typer.main.get_command(app).main(args, prog_name="agentcoordctl",
+                                               standalone_mode=False)
+    except typer.TyperException as exc:
+        if getattr(exc, "exit_code", 1) == CLICK_USAGE_EXIT:  # click would exit 2; the spec says 1
+            print(usage_line(exc), file=sys.stderr)
+            return 1
+        print(f"agentcoordctl: {exc.format_message()}", file=sys.stderr)
+        return getattr(exc, "exit_code", 1)
+    except typer.Abort:
         print("aborted", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the boundary: one line, exit 2, never a traceback
+        if os.environ.get("AGENT_COORD_DEBUG"):
+            traceback.print_exc()
+        detail = " ".join(str(exc).split())[:300]
+        print(f"agentcoordctl: internal error: {type(exc).__name__}: {detail}; coordination state "
+              "is UNKNOWN (AGENT_COORD_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 2
     return rv if isinstance(rv, int) else 0
 
 

@@ -6,13 +6,17 @@ Only the standard library, msgspec and agentcoordd.protocol are imported here;
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import math
 import os
 import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import msgspec
 
 from agentcoordd import protocol as p
 
@@ -57,11 +61,21 @@ def timeout_from_env(env: Mapping[str, str] | None = None) -> float:
         value = float(raw) if raw else DEFAULT_TIMEOUT
     except ValueError:
         return DEFAULT_TIMEOUT
-    return value if value > 0 else DEFAULT_TIMEOUT
+    return value if math.isfinite(value) and value > 0 else DEFAULT_TIMEOUT
 
 
 def socket_path(env: Mapping[str, str] | None = None) -> str:
-    return p.default_socket_path(os.environ if env is None else env)
+    """$AGENT_COORD_SOCKET, else the default path — unless no socket is there and the
+    daemon that owns our state dir serves another one (a caller without
+    XDG_RUNTIME_DIR computes a different path): then that one, never a second daemon."""
+    env = os.environ if env is None else env
+    path = p.default_socket_path(env)
+    if env.get("AGENT_COORD_SOCKET") or os.path.exists(path):
+        return path
+    other = p.read_state_dir_owner(p.default_state_dir(env)).get("socket")
+    if isinstance(other, str) and other != path and os.path.exists(other):
+        return other
+    return path
 
 
 def _connect(path: str, timeout: float) -> socket.socket:
@@ -81,8 +95,8 @@ def _unreachable(exc: OSError) -> bool:
     )
 
 
-def start_daemon(path: str, env: Mapping[str, str]) -> tuple[int, str]:
-    """Start agentcoordd detached for this user; returns (pid, log path)."""
+def start_daemon(path: str, env: Mapping[str, str]) -> tuple[Any, str]:
+    """Start agentcoordd detached for this user; returns (the child, log path)."""
     import subprocess
 
     state_dir = p.default_state_dir(env)
@@ -98,17 +112,33 @@ def start_daemon(path: str, env: Mapping[str, str]) -> tuple[int, str]:
             command, stdin=devnull, stdout=subprocess.DEVNULL, stderr=log, env=clean,
             cwd="/", start_new_session=True, close_fds=True,
         )
-    return child.pid, log_path
+    return child, log_path
+
+
+class Connection:
+    """A connected socket, and the daemon this call started (if it had to)."""
+
+    def __init__(self, sock: socket.socket, spawned: Any = None) -> None:
+        self.sock = sock
+        self.spawned = spawned
+
+    def settle(self, daemon_pid: int) -> None:
+        """Another daemon answered (a racing ctl's won): our own start-up, still
+        booting, must not take over once that one stops. It serves nobody yet."""
+        child = self.spawned
+        if child is not None and daemon_pid and daemon_pid != child.pid and child.poll() is None:
+            with contextlib.suppress(OSError):
+                child.terminate()
 
 
 def connect(path: str, *, timeout: float, autostart: bool = True,
             env: Mapping[str, str] | None = None,
-            notify: Callable[[str], None] | None = None) -> socket.socket:
+            notify: Callable[[str], None] | None = None) -> Connection:
     """A connected socket to the daemon, starting one if allowed and needed."""
     env = os.environ if env is None else env
     notify = notify or _stderr
     try:
-        return _connect(path, timeout)
+        return Connection(_connect(path, timeout))
     except OSError as exc:
         if not _unreachable(exc):
             raise ClientError(f"cannot reach agentcoordd at {path}: {exc.strerror or exc}") from None
@@ -119,21 +149,42 @@ def connect(path: str, *, timeout: float, autostart: bool = True,
             f"agentcoordd is not running (socket {path}) and AGENT_COORD_NO_AUTOSTART is set: "
             "start it with `systemctl --user start agentcoordd.socket` (or run `agentcoordd`)"
         )
-    pid, log_path = start_daemon(path, env)
+    child, log_path = start_daemon(path, env)
+    pid = child.pid
     notify(f"agentcoordctl: started agentcoordd (pid {pid}, socket {path}, log {log_path})")
     deadline = time.monotonic() + min(timeout, AUTOSTART_WAIT)
     delay = 0.005
     while True:
         try:
-            return _connect(path, max(deadline - time.monotonic(), 0.05))
+            return Connection(_connect(path, max(deadline - time.monotonic(), 0.05)), child)
         except OSError as exc:
             if not _unreachable(exc) or time.monotonic() >= deadline:
                 raise ClientError(
                     f"started agentcoordd (pid {pid}) but it did not answer on {path} within "
                     f"{min(timeout, AUTOSTART_WAIT):g}s; see {log_path}"
                 ) from None
+        if child.poll() is not None:
+            # It exited: a racing ctl's daemon may serve now; otherwise say why at once.
+            with contextlib.suppress(OSError):
+                return Connection(_connect(path, 1.0))
+            raise ClientError(
+                f"agentcoordd (pid {pid}) exited with {child.returncode} before answering on "
+                f"{path}: {_last_line(log_path)}"
+            )
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
+
+
+def _last_line(log_path: str) -> str:
+    """The daemon's own last word (its stderr line `agentcoordd: …`), for the error."""
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - 8192))
+            lines = [line for line in fh.read().decode("utf-8", "replace").splitlines()
+                     if line.startswith("agentcoordd:")]
+    except OSError:
+        lines = []
+    return lines[-1] if lines else f"see {log_path}"
 
 
 def _stderr(message: str) -> None:
@@ -172,24 +223,24 @@ def request(message: Any, *, timeout: float | None = None, autostart: bool = Tru
     message.timeout = timeout
     encoder = p.encoder()
     decoder = p.client_decoder()
-    try:
-        body = encoder.encode(message)
-    except UnicodeEncodeError:  # an argument that is not UTF-8 (undecodable argv bytes)
-        error = ClientError("invalid argument: not valid UTF-8 (agentcoordctl takes UTF-8 text only)")
-        error.exit_code = p.EXIT_USAGE
-        raise error from None
-    sock = connect(path, timeout=timeout, autostart=autostart, env=env, notify=notify)
+    body = encoded(message, encoder)
+    connection = connect(path, timeout=timeout, autostart=autostart, env=env, notify=notify)
+    sock = connection.sock
     try:
         hello = p.Hello(protocol=p.PROTOCOL_VERSION, client=CLIENT_NAME,
                         client_version=CLIENT_VERSION)
         # Pipelined: hello and request in one write, one round trip.
-        sock.sendall(p.frame(encoder.encode(hello)) + p.frame(body))
+        try:
+            sock.sendall(p.frame(encoder.encode(hello)) + p.frame(body))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused unread (a busy daemon): its one-line reason may be waiting below
         welcome: p.Welcome | None = None
         while True:
             sock.settimeout(max(deadline - time.monotonic(), 0.001))
             reply = decoder.decode(p.recv_frame(sock))
             if isinstance(reply, p.Welcome):
                 welcome = reply
+                connection.settle(reply.pid)
                 note = version_notice(reply.daemon_version, reply.pid)
                 if note:
                     notify(note)
@@ -207,10 +258,41 @@ def request(message: Any, *, timeout: float | None = None, autostart: bool = Tru
         raise ClientError(
             f"lost the connection to agentcoordd ({exc}); coordination state is UNKNOWN"
         ) from None
-    except (p.FrameError, ValueError) as exc:  # msgspec errors are ValueErrors
+    except (p.FrameError, ValueError, RecursionError) as exc:  # msgspec errors are ValueErrors
         raise ClientError(f"unreadable reply from agentcoordd: {exc}") from None
     finally:
         sock.close()
+
+
+def _usage(message: str) -> ClientError:
+    error = ClientError(f"agentcoordctl: {message}")
+    error.exit_code = p.EXIT_USAGE
+    return error
+
+
+def encoded(message: Any, encoder: Any) -> bytes:
+    """The request's frame body, checked as the daemon will check it: a value out of
+    the wire bounds names its option, non-UTF-8 text and oversized requests are
+    usage errors here (exit 1) rather than a refused or dropped connection."""
+    try:
+        msgspec.convert(msgspec.to_builtins(message), type(message))
+        body = encoder.encode(message)
+    except UnicodeEncodeError:  # an argument that is not UTF-8 (undecodable argv bytes)
+        raise _usage("invalid argument: not valid UTF-8 (agentcoordctl takes UTF-8 text only)") from None
+    except msgspec.ValidationError as exc:
+        reason, _, where = str(exc).partition(" - at `$.")
+        option = "--" + where.rstrip("`").split(".")[-1].split("[")[0].replace("_", "-")
+        raise _usage(f"invalid value for {option}: {_bound_text(reason)}") from None
+    if len(body) > p.MAX_REQUEST_FRAME:
+        raise _usage(f"request of {len(body)} bytes exceeds the {p.MAX_REQUEST_FRAME}-byte limit; "
+                     "an argument is too long")
+    return body
+
+
+def _bound_text(reason: str) -> str:
+    if "`int`" in reason or "`float`" in reason:
+        return "must be a finite number of reasonable size (" + reason + ")"
+    return reason
 
 
 def daemon_running(path: str, timeout: float = 2.0) -> bool:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from agentcoordctl.options import Json, OptAgentId, fail, run
+from agentcoordctl.options import Json, OptAgentId, fail, positive_seconds, run
 from agentcoordd import protocol as p
 
 KeepAliveFlag = Annotated[bool, typer.Option(
@@ -14,7 +14,7 @@ KeepAliveFlag = Annotated[bool, typer.Option(
     rich_help_panel="Keep-alive")]
 RenewEvery = Annotated[Optional[float], typer.Option(
     "--renew-every", metavar="SECONDS", help="Renewal interval (default: heartbeat TTL / 3).",
-    rich_help_panel="Keep-alive")]
+    rich_help_panel="Keep-alive", parser=positive_seconds)]
 WatchPid = Annotated[Optional[str], typer.Option(
     "--watch-pid", metavar="PID|auto",
     help="End renewal when this process exits; auto: the nearest codex/claude ancestor "
@@ -22,7 +22,7 @@ WatchPid = Annotated[Optional[str], typer.Option(
 IdleTimeout = Annotated[Optional[float], typer.Option(
     "--idle-timeout", metavar="SECONDS",
     help="End renewal when no ctl call for this agent came for this long (default 7200).",
-    rich_help_panel="Keep-alive")]
+    rich_help_panel="Keep-alive", parser=positive_seconds)]
 HeartbeatTtl = Annotated[Optional[int], typer.Option(
     "--heartbeat-ttl", metavar="SECONDS",
     help="TTL of the lane's heartbeat (claim --keep-alive / run; default 900).",

@@ -3,6 +3,7 @@ daemon and prints its answer."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -13,6 +14,7 @@ import msgspec
 import typer
 
 from agentcoordctl import client
+from agentcoordctl.render import printable
 from agentcoordd import protocol as p
 from agentcoordd.model.records import Metadata
 
@@ -21,6 +23,31 @@ class Globals:
     """Values of the app-level options (set by the app callback)."""
 
     timeout: float | None = None
+
+
+# ---- numbers ---------------------------------------------------------------------------
+
+MAX_SECONDS = 100 * 365 * 86400.0
+
+
+def seconds_at_least(minimum: float, *, strict: bool = False) -> Callable[[str], float]:
+    """The `parser=` of every seconds option: a finite number, at least `minimum`
+    (above it when `strict`). NaN and infinities are usage errors, never a crash later."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise typer.BadParameter(f"{text!r} is not a number of seconds") from None
+        low_ok = value > minimum if strict else value >= minimum
+        if not (math.isfinite(value) and low_ok and value <= MAX_SECONDS):
+            bound = f"{'above' if strict else 'at least'} {minimum:g}"
+            raise typer.BadParameter(f"must be a finite number of seconds, {bound}: {text}")
+        return value
+    return parse
+
+
+seconds = seconds_at_least(0.0)
+positive_seconds = seconds_at_least(0.0, strict=True)
 
 
 # ---- backend selectors ---------------------------------------------------------------
@@ -159,15 +186,17 @@ def send(message: Any, *, autostart: bool = True, path: str | None = None) -> p.
 
 def show(response: p.Response, *, as_json: bool = False,
          text: Callable[[Any], str | None] | None = None) -> None:
-    """Print notices, warnings, the error and the payload; exit with the response's code."""
+    """Print notices, warnings, the error and the payload; exit with the response's code.
+    Text (not JSON) shows stored values escaped: see `render.printable`."""
     for notice in response.notices:
-        eprint(notice)
+        eprint(printable(notice))
     for warning in response.warnings:
-        eprint(f"warning: {warning}")
+        eprint(f"warning: {printable(warning)}")
     if response.error:
-        eprint(response.error)
+        eprint(printable(response.error))
     if response.payload is not None:
-        out = dump_json(response.payload) if as_json or text is None else text(response.payload)
+        out = (dump_json(response.payload) if as_json or text is None
+               else text(printable(response.payload)))
         if out:
             sys.stdout.write(out + "\n")
             sys.stdout.flush()

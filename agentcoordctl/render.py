@@ -1,8 +1,31 @@
-"""Text output: the existing tool's line shapes, built from the daemon's payloads."""
+"""Text output: the existing tool's line shapes, built from the daemon's payloads.
+
+Every value a text line shows passes `printable` first: a stored field may
+hold a newline, TAB, an escape sequence or a bidi override (U+202E) that would
+forge or reorder lines on a terminal. They are shown escaped (`\\n`,
+`\\u202e`); the record, and `--json`, keep the value verbatim.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+
+def printable(value: Any) -> Any:
+    """`value` with every string's non-printable characters escaped (dicts, lists deep)."""
+    if isinstance(value, str):
+        return value if value.isprintable() else "".join(
+            ch if ch.isprintable() else _escape(ch) for ch in value)
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable(v) for v in value]
+    return value
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def _label(record: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ from agentcoordctl.lanes import HeartbeatTtl, IdleTimeout, RenewEvery
 from agentcoordctl.options import (
     AgentId, ApiUrl, BatchId, Branch, ChatHandle, DashboardUrl, EtcdEndpoints, Generation, Host,
     InstanceId, LegacyBackend, Operator, Phase, PrUrl, Repo, StateRoot, Synthetic, SyntheticKind,
-    Target, ThreadHandle, Ttl, eprint, fail, metadata, selection, send,
+    Target, ThreadHandle, Ttl, eprint, fail, metadata, seconds, selection, send,
 )
 from agentcoordd import protocol as p
 
@@ -49,7 +49,7 @@ def run_command(
     renew_every: RenewEvery = None, idle_timeout: IdleTimeout = None,
     heartbeat_ttl: HeartbeatTtl = None,
     fence_grace: Annotated[float, typer.Option(
-        "--fence-grace", metavar="SECONDS",
+        "--fence-grace", metavar="SECONDS", parser=seconds,
         help="After a takeover: SIGTERM COMMAND after this long, SIGKILL after as long again.")] = 10.0,
     done_on_success: Annotated[bool, typer.Option(
         "--done-on-success", help="Release with --terminal done when COMMAND exits 0.")] = False,

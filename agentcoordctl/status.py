@@ -9,6 +9,7 @@ import typer
 from agentcoordctl import render
 from agentcoordctl.options import (
     ApiUrl, BatchId, EtcdEndpoints, Json, LegacyBackend, OptRepo, OptTarget, StateRoot, run,
+    seconds_at_least,
     selection,
 )
 from agentcoordd import protocol as p
@@ -29,7 +30,8 @@ def status(
     watch: Annotated[bool, typer.Option(
         "--watch", help="Refresh until Ctrl-C (a live view on a terminal, snapshots otherwise).")] = False,
     interval: Annotated[float, typer.Option(
-        "--interval", metavar="SECONDS", min=0.2, help="--watch refresh period.")] = 2.0,
+        "--interval", metavar="SECONDS", parser=seconds_at_least(0.2),
+        help="--watch refresh period.")] = 2.0,
     state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
     backend: LegacyBackend = None,
 ) -> None:

@@ -28,7 +28,7 @@ import typer
 from agentcoordctl import client
 from agentcoordctl.options import (
     ApiUrl, EtcdEndpoints, Json, LegacyBackend, OptRepo, OptTarget, StateRoot, dump_json, eprint,
-    fail, selection,
+    fail, positive_seconds, selection,
 )
 from agentcoordd import protocol as p
 
@@ -52,9 +52,9 @@ def wait(
     batch_id: Annotated[Optional[str], typer.Option("--batch-id", metavar="ID")] = None,
     lane: Annotated[Optional[str], typer.Option("--lane", metavar="LANE")] = None,
     repo: OptRepo = None, target: OptTarget = None,
-    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS",
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", parser=positive_seconds,
                                            help="Give up after this long: exit 2 (default 3600).")] = DEFAULT_TIMEOUT,
-    interval: Annotated[float, typer.Option("--interval", metavar="SECONDS",
+    interval: Annotated[float, typer.Option("--interval", metavar="SECONDS", parser=positive_seconds,
                                             help="Seconds between checks (default 1).")] = 1.0,
     json: Json = False,
     state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,

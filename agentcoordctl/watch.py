@@ -27,7 +27,8 @@ from typing import Any, TextIO
 
 import typer
 
-from agentcoordctl import client
+from agentcoordctl import client, output
+from agentcoordctl.render import printable
 from agentcoordctl.options import Globals
 from agentcoordd import protocol as p
 
@@ -192,7 +193,7 @@ def run(*, selection: p.Selection, interval: float, batch_id: str | None, repo: 
                 lines = [painter.paint(f"agentcoord status {stamp}", "1")
                          + f"  (every {interval:g}s; Ctrl-C to quit)"]
                 lines.extend(painter.paint(n, "33") for n in notes)
-                lines.extend(render(payload, painter) if payload is not None else [])
+                lines.extend(render(printable(payload), painter) if payload is not None else [])
                 if tty:
                     rows = shutil.get_terminal_size().lines
                     if len(lines) > rows - 1:
@@ -203,6 +204,8 @@ def run(*, selection: p.Selection, interval: float, batch_id: str | None, repo: 
                     lines[0] = f"--- agentcoord status {stamp} ---"
                     out.write("\n".join(lines) + "\n")
             out.flush()
+            if output.failed():  # the reader went away (`| head`): stop refreshing
+                break
             time.sleep(max(interval - (time.monotonic() - started), 0.0))
     except KeyboardInterrupt:
         pass
