@@ -2,7 +2,8 @@
 
 Registration validates the whole manifest before anything is written (batch
 id, non-empty lanes, unique lane names without `:`, owner and targets present
-and well-formed, dependency refs parseable), then stamps `schema_version`,
+and well-formed, dependency refs parseable, no dependency cycle — within the
+manifest, and through the registered batches it references), then stamps `schema_version`,
 `registered_at` and `updated_at` and keeps every other top-level and lane
 field as the coordinator wrote it.
 
@@ -30,29 +31,33 @@ import msgspec
 from agentcoordd.coord.common import CAS_ATTEMPTS, cas_backoff, contention, text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
+from agentcoordd.model.dependencies import (  # noqa: F401 - lane helpers every batch reader shares
+    Node,
+    cycle_message,
+    dependency_edges,
+    find_cycle,
+    lane_dependencies,
+    lane_name_of,
+    split_dependency,
+)
 from agentcoordd.model.errors import UsageError
 from agentcoordd.model.records import SCHEMA_VERSION
 from agentcoordd.model.status import LANE_TERMINALS
 from agentcoordd.model.timefmt import format_ts, is_rfc3339
-from agentcoordd.store.base import Conflict, NotFound
+from agentcoordd.store.base import Conflict, NotFound, StoreError
 
 # The HTTP backend's cap on one active record; a bigger manifest could never
 # be stored there, so it is refused everywhere (exit 1) before any write.
 MAX_MANIFEST_BYTES = 256 * 1024
+
+# How many registered batches a cycle check follows through cross-batch refs.
+MAX_CYCLE_BATCHES = 256
 
 # Lane fields a terminal closeout stamps; kept across a re-registration.
 _CLOSEOUT_FIELDS = ("terminal", "closed_at", "closed_by", "workspace", "pr_state", "evidence_url")
 
 
 # ---- shared lane helpers (status, audit and closeout read lanes the same way) --
-
-
-def lane_name_of(lane: object) -> str | None:
-    """The lane's name (`name`, legacy `id`) when it is a non-empty string."""
-    if not isinstance(lane, dict):
-        return None
-    name = lane.get("name") if "name" in lane else lane.get("id")
-    return name if isinstance(name, str) and name else None
 
 
 def lane_owner_of(lane: object) -> str | None:
@@ -84,34 +89,27 @@ def lane_targets_of(lane: object) -> list[str]:
     return out
 
 
-def lane_dependencies(lane: object) -> list[str]:
-    """`depends_on` as a list of refs: a string is one ref, an array many."""
-    if not isinstance(lane, dict):
-        return []
-    raw = lane.get("depends_on")
-    if raw is None:
-        return []
-    items = raw if isinstance(raw, list) else [raw]
-    return [item if isinstance(item, str) else msgspec.json.encode(item).decode() for item in items if item is not None]
-
-
-def split_dependency(ref: object) -> tuple[str, str] | None:
-    """`<batch-id>:<lane>` split at the LAST colon (batch ids may contain `:`).
-
-    None when the ref has no colon, an empty half, an unsafe batch id or an
-    invalid lane name.
-    """
-    if not isinstance(ref, str):
-        return None
-    batch, sep, lane = ref.rpartition(":")
-    if not sep or not batch or not lane:
-        return None
-    try:
-        ids.batch_id(batch)
-        ids.lane_name(lane)
-    except UsageError:
-        return None
-    return batch, lane
+async def _cross_batch_cycle(ctx: Ctx, batch: str, lanes: object) -> list[Node] | None:
+    """Follow refs into registered batches (not this one's stored version) and look again."""
+    edges = dependency_edges(batch, lanes)
+    seen = {batch}
+    pending = [b for deps in edges.values() for b, _lane in deps if b not in seen]
+    while pending and len(seen) < MAX_CYCLE_BATCHES:
+        other = pending.pop()
+        if other in seen:
+            continue
+        seen.add(other)
+        try:
+            current = await ctx.store.get(ids.batch_path(other))
+        except StoreError as exc:
+            ctx.warn(f"dependency cycle check could not read batch {other}: {exc.message}")
+            continue
+        if current is None or not isinstance(current.data, dict):
+            continue
+        more = dependency_edges(other, current.data.get("lanes"))
+        edges.update(more)
+        pending.extend(b for deps in more.values() for b, _lane in deps if b not in seen)
+    return find_cycle(edges)
 
 
 # ---- register-batch ------------------------------------------------------
@@ -190,6 +188,9 @@ def validate_manifest(data: object) -> None:
                 raise UsageError(
                     f"batch lane {lane_name_of(lane)} depends on unknown lane {_shown(ref)}"
                 )
+    cycle = find_cycle(dependency_edges(batch, lanes))
+    if cycle is not None:
+        raise UsageError(cycle_message(cycle))
 
 
 def _validate_lane(lane: object, position: int) -> str:
@@ -332,6 +333,9 @@ async def register_batch(
         data.pop("registered_at", None)
     _canonical_merge_authority(data)
     check_contract(data)
+    cycle = await _cross_batch_cycle(ctx, batch, data["lanes"])
+    if cycle is not None:
+        raise UsageError(cycle_message(cycle))
 
     for attempt in range(CAS_ATTEMPTS):
         await cas_backoff(attempt)

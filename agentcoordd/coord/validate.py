@@ -24,6 +24,7 @@ import msgspec
 
 from agentcoordd.coord.events import TYPED_EVENTS, TYPED_FIELDS  # one table, shared with record-event
 from agentcoordd.model import ids, records
+from agentcoordd.model.dependencies import cycle_message, dependency_edges, find_cycle
 from agentcoordd.model.errors import UsageError
 from agentcoordd.model.foundation import (
     batch_blocker,
@@ -129,6 +130,9 @@ def _batch(record: records.Batch, data: dict[str, Any]) -> list[Violation]:
                 Violation(f"{path}.name", f"duplicate lane name {parsed.name!r} (first at $.lanes[{seen[parsed.name]}])")
             )
         seen.setdefault(parsed.name, i)
+    cycle = find_cycle(dependency_edges(record.batch_id, data.get("lanes")))
+    if cycle is not None:
+        found.append(Violation("$.lanes", cycle_message(cycle)))
     return found
 
 
