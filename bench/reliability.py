@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/reliability.py [--procs 32] [--rounds 200] [--http-procs 8]
                                           [--http-rounds 50] [--kills 50] [--outage 30]
+                                          [--flood 300] [--idle 5000] [--lock-hold 60]
+                                          [--frames 100000] [--cli 20000]
                                           [--skip-http] [--json]
 
 Prints one table of figures:
@@ -14,6 +16,10 @@ Prints one table of figures:
   * outage: the Worker stopped for S seconds: exit codes and the slowest
     command during it, queued events, how long the outbox took to drain,
     duplicates;
+  * hardening (issue 17): a flood of partial 2 MB frames (RSS growth, served
+    throughout), idle pre-hello connections past the limit, another process
+    holding one record lock, a daemon restart with a caller-only token, two
+    daemons on one state dir, the frame fuzzer and the CLI fuzzer at size;
   * storage faults and hostile input: the pytest files, passed/failed.
 """
 
@@ -34,23 +40,29 @@ REPO_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_DIR / "tests"))
 
 from integration.helpers import make_daemon  # noqa: E402
-from reliability import scenarios  # noqa: E402
+from reliability import clifuzz, hardening, scenarios  # noqa: E402
 
 
 def _dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="acbr.", dir="/tmp"))
 
 
-def contention_local(procs: int, rounds: int) -> dict[str, Any]:
+@contextlib.contextmanager
+def _daemon(*flags: str) -> Any:
     base = _dir()
     d = make_daemon(base)
-    d.start()
+    d.start(*flags)
     try:
-        return scenarios.contention([(d, {}, str(d.root))], procs=procs, rounds=rounds, targets=4,
-                                    batch="bench-b1", exists=lambda path: (d.root / path).is_file())
+        yield d
     finally:
         d.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def contention_local(procs: int, rounds: int) -> dict[str, Any]:
+    with _daemon() as d:
+        return scenarios.contention([(d, {}, str(d.root))], procs=procs, rounds=rounds, targets=4,
+                                    batch="bench-b1", exists=lambda path: (d.root / path).is_file())
 
 
 def contention_http(worker: Any, procs: int, rounds: int) -> dict[str, Any]:
@@ -81,15 +93,97 @@ def crash(kills: int) -> dict[str, Any]:
 
 
 def outage(worker: Any, seconds: float) -> dict[str, Any]:
-    base = _dir()
-    d = make_daemon(base)
-    d.start()
-    try:
+    with _daemon() as d:
         return scenarios.outage(d, worker, seconds=seconds, timeout=2.0,
                                 drain_within=max(120.0, 4 * seconds))
+
+
+def flood(clients: int) -> dict[str, Any]:
+    with _daemon() as d:
+        return hardening.flood(d, clients=clients)
+
+
+def idle(count: int) -> dict[str, Any]:
+    with _daemon("--hello-timeout", "2") as d:
+        return hardening.idle_connections(d, count=count, hello_timeout=2.0)
+
+
+def lock_hold(seconds: float) -> dict[str, Any]:
+    with _daemon() as d:
+        return hardening.lock_holder(d, seconds=seconds, locked_calls=45,
+                                     other_calls=max(60, int(seconds * 20)))
+
+
+def caller_token(worker: Any) -> dict[str, Any]:
+    with _daemon() as d:
+        return hardening.caller_token_restart(d, worker, events=7)
+
+
+def shared_state() -> dict[str, Any]:
+    base = _dir()
+    made: list[Any] = []
+
+    def make(name: str) -> Any:
+        (base / name).mkdir()
+        d = make_daemon(base / name)
+        made.append(d)
+        return d
+
+    try:
+        return hardening.shared_state_dir(make, appends=200)
     finally:
-        d.stop()
+        for d in made:
+            d.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def frame_fuzz(frames: int) -> dict[str, Any]:
+    with _daemon() as d:
+        return hardening.frame_fuzz(d, frames=frames)
+
+
+def cli_fuzz(invocations: int) -> dict[str, Any]:
+    import os
+    import time
+
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    with _daemon() as d:
+        (d.base / "cwd").mkdir()
+        (d.base / "no-programs").mkdir()
+        env = d.env(PATH=str(d.base / "no-programs"), AGENT_COORD_TIMEOUT="10")
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO_DIR), str(REPO_DIR / "tests")])
+        worker = clifuzz.Worker(env, d.base / "cwd")
+        catalog = clifuzz.commands()
+        figures: dict[str, Any] = {"invocations": 0, "violations": 0, "samples": [],
+                                   "exit_codes": {}}
+        started = time.monotonic()
+
+        @settings(max_examples=invocations, deadline=None, database=None,
+                  phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+        @given(data=st.data())
+        def one(data: Any) -> None:
+            args = data.draw(clifuzz.invocations(catalog, str(d.root)))
+            result = worker.call(args)
+            figures["invocations"] += 1
+            code = str(result["code"])
+            figures["exit_codes"][code] = figures["exit_codes"].get(code, 0) + 1
+            problem = clifuzz.verdict(args, result)
+            if problem:
+                figures["violations"] += 1
+                figures["samples"].append(([a[:60] for a in args], problem[:300]))
+
+        try:
+            one()
+        finally:
+            worker.close()
+        allowed = [d.root, d.base / "home", d.base / "xdgstate", d.base / "xdgconfig",
+                   d.state_dir, d.log_path, d.base / "run"]
+        figures["files_outside_root"] = len(clifuzz.files_outside(d.base, allowed))
+        figures["seconds"] = round(time.monotonic() - started, 1)
+        figures["daemon_alive"] = d.proc is not None and d.proc.poll() is None
+        return figures
 
 
 def pytest_files(*names: str) -> dict[str, Any]:
@@ -135,6 +229,50 @@ def rows(figures: dict[str, Any]) -> list[tuple[str, str, str]]:
         add(label, "events queued / delivered / duplicates",
             f"{c['queued']} / {c['delivered']} / {c['duplicates']}")
         add(label, "outbox drained after the Worker returned", f"{c['drain_seconds']} s")
+    c = figures.get("flood")
+    if c:
+        label = f"flood ({c['clients']} × 2 MB partial frames)"
+        add(label, "held / refused (one line: busy)", f"{c['held']} / {c['refused']} ({c['refusals_one_line']})")
+        add(label, "daemon RSS before / peak / growth",
+            f"{c['rss_before_mb']} / {c['rss_peak_mb']} / {c['rss_growth_mb']} MB")
+        add(label, "good client served throughout", f"{c['served_throughout']} ({c['good_client_ms']} ms)")
+    c = figures.get("idle")
+    if c:
+        label = f"idle pre-hello connections ({c['connections']})"
+        add(label, "accepted / refused at once", f"{c['accepted']} / {c['refused']}")
+        add(label, "served after the hello deadline", f"{c['served_after_deadline']} ({c['good_client_ms']} ms)")
+    c = figures.get("lock_hold")
+    if c:
+        label = f"lock holder ({c['hold_seconds']:g} s on one record)"
+        add(label, "calls on that record: exit codes / slowest (--timeout)",
+            f"{c['locked_calls']}: {c['locked_exit_codes']} / {c['slowest_locked_call']} s ({c['timeout']:g} s)")
+        add(label, "other records' calls: exit codes / slowest",
+            f"{c['other_calls']}: {c['other_exit_codes']} / {c['slowest_other_call']} s")
+    c = figures.get("caller_token")
+    if c:
+        label = "restart with a caller-only token"
+        add(label, "events queued / waiting for a token after restart",
+            f"{c['queued']} / {c['waiting_for_token']}")
+        add(label, "delivered after the next call / duplicates",
+            f"{c['delivered']} / {c['duplicates']} ({c['drain_seconds']} s)")
+    c = figures.get("shared_state")
+    if c:
+        label = "shared state dir"
+        add(label, "second daemon on the same state dir", f"exit {c['second_daemon_exit']} (refused)")
+        add(label, "outbox appends by 2 processes / lost", f"{c['outbox_appends']} / {c['outbox_lost']}")
+    c = figures.get("frame_fuzz")
+    if c:
+        label = "frame fuzzer"
+        add(label, "frames / daemon deaths / bad replies",
+            f"{c['frames']} / {c['deaths']} / {c['bad_replies']} ({c['seconds']} s)")
+        add(label, "good client not served after a frame", c["good_failures"])
+    c = figures.get("cli_fuzz")
+    if c:
+        label = "CLI fuzzer"
+        add(label, "invocations / contract violations",
+            f"{c['invocations']} / {c['violations']} ({c['seconds']} s)")
+        add(label, "exit codes seen", ", ".join(f"{k}: {v}" for k, v in sorted(c["exit_codes"].items())))
+        add(label, "files outside the root", c["files_outside_root"])
     for key, label in (("storage_faults", "storage faults"), ("hostile", "hostile input")):
         c = figures.get(key)
         if c:
@@ -159,6 +297,11 @@ def main() -> int:
     ap.add_argument("--http-rounds", type=int, default=50)
     ap.add_argument("--kills", type=int, default=50)
     ap.add_argument("--outage", type=float, default=30.0)
+    ap.add_argument("--flood", type=int, default=300)
+    ap.add_argument("--idle", type=int, default=5000)
+    ap.add_argument("--lock-hold", type=float, default=60.0)
+    ap.add_argument("--frames", type=int, default=100_000)
+    ap.add_argument("--cli", type=int, default=20_000)
     ap.add_argument("--skip-http", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -173,13 +316,21 @@ def main() -> int:
             worker = stack.enter_context(launch_worker(_dir()))
             figures["contention_http"] = contention_http(worker, args.http_procs, args.http_rounds)
             figures["outage"] = outage(worker, args.outage)
+            figures["caller_token"] = caller_token(worker)
+    figures["flood"] = flood(args.flood)
+    figures["idle"] = idle(args.idle)
+    figures["lock_hold"] = lock_hold(args.lock_hold)
+    figures["shared_state"] = shared_state()
+    figures["frame_fuzz"] = frame_fuzz(args.frames)
+    figures["cli_fuzz"] = cli_fuzz(args.cli)
     figures["storage_faults"] = pytest_files("test_storage_faults.py")
-    figures["hostile"] = pytest_files("test_hostile.py")
+    figures["hostile"] = pytest_files("test_hostile.py", "test_hardening.py")
     if args.json:
         print(json.dumps(figures, indent=2, default=str))
     print(table(figures))
     bad = [key for key, c in figures.items() if c.get("double_grants") or c.get("lost_writes")
-           or c.get("unparsable") or c.get("duplicates") or c.get("exit_code")]
+           or c.get("unparsable") or c.get("duplicates") or c.get("exit_code") or c.get("deaths")
+           or c.get("violations") or c.get("outbox_lost") or c.get("files_outside_root")]
     return 1 if bad else 0
 
 

@@ -85,13 +85,29 @@ def test_daemon_answers_timed_out_before_its_own_deadline(daemon: Daemon) -> Non
 
 
 def test_hostile_wait_numbers_are_clamped_not_fatal(daemon: Daemon) -> None:
-    request = local_request(daemon, p.WaitStopRequested(batch_id="b1", wait_seconds=float("nan"),
+    request = local_request(daemon, p.WaitStopRequested(batch_id="b1", wait_seconds=0.2,
                                                         poll_seconds=-1.0))
     request.timeout = 1.0
     with daemon.raw() as raw:
         raw.hello()
         response = raw.call(request)
     assert response.exit_code == p.EXIT_OPERATIONAL and response.payload["timed_out"] is True
+
+
+def test_a_non_finite_wait_is_refused_at_the_boundary(daemon: Daemon) -> None:
+    request = local_request(daemon, p.WaitStopRequested(batch_id="b1", wait_seconds=float("nan")))
+    with daemon.raw() as raw:
+        raw.hello()
+        response = raw.call(request)
+    assert response.exit_code == p.EXIT_USAGE
+    assert "wait_seconds" in response.error and "\n" not in response.error
+    assert call_version_ok(daemon)
+
+
+def call_version_ok(d: Daemon) -> bool:
+    with d.raw() as raw:
+        raw.hello()
+        return raw.call(local_request(d, p.Version())).exit_code == 0
 
 
 def keep_alive(d: Daemon, agent: str, target: str, batch: str) -> None:
