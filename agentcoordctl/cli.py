@@ -100,6 +100,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: list[str]) -> int:
     """The command's exit code; nothing it raises escapes as a traceback."""
+    for arg in args:  # argv bytes that are not UTF-8 arrive as lone surrogates
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            print("agentcoordctl: invalid argument: not valid UTF-8 (agentcoordctl takes UTF-8 "
+                  "text only)", file=sys.stderr)
+            return 1
     try:
         app = build_app(_invoked(args))
         rv = typer.main.get_command(app).main(args, prog_name="agentcoordctl",

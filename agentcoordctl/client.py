@@ -79,14 +79,25 @@ def socket_path(env: Mapping[str, str] | None = None) -> str:
 
 
 def _connect(path: str, timeout: float) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    try:
-        sock.connect(path)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+    """Connect within `timeout`; a full listen backlog (EAGAIN: the daemon is busy
+    accepting) is waited out rather than reported."""
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+            return sock
+        except BlockingIOError:
+            sock.close()
+            if time.monotonic() + delay > deadline:
+                raise
+        except BaseException:
+            sock.close()
+            raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 def _unreachable(exc: OSError) -> bool:

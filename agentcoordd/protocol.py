@@ -339,6 +339,27 @@ class Response(msgspec.Struct, tag_field="op", tag="response", kw_only=True):
     protocol: int = PROTOCOL_VERSION
 
 
+def one_line(text: str) -> str:
+    """`text` with every non-printable character escaped (`\\n`, `\\x1b`, `\\u202e`): an
+    error or warning echoing a hostile value stays one line on the caller's stderr."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
+def one_line_texts(response: Response) -> Response:
+    """The response with its error, warnings and notices made one line each."""
+    texts = [response.error or "", *response.warnings, *response.notices]
+    if all(t.isprintable() for t in texts):
+        return response
+    return msgspec.structs.replace(
+        response,
+        error=None if response.error is None else one_line(response.error),
+        warnings=[one_line(w) for w in response.warnings],
+        notices=[one_line(n) for n in response.notices])
+
+
 ClientFrame = Union[Hello, Claim, Release, Heartbeat, RecordEvent, RegisterBatch, Status,
                     BatchAudit, Gc, Version, ConfigShow, DaemonStatus, DaemonStop,
                     Lanes, LanesStop, Doctor,

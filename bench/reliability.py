@@ -4,7 +4,7 @@
                                           [--http-rounds 50] [--kills 50] [--outage 30]
                                           [--flood 300] [--idle 5000] [--lock-hold 60]
                                           [--frames 100000] [--cli 20000]
-                                          [--skip-http] [--json]
+                                          [--skip-http] [--only PART,…] [--json]
 
 Prints one table of figures:
   * contention: N processes × R rounds claiming the same targets through one
@@ -304,30 +304,55 @@ def main() -> int:
     ap.add_argument("--cli", type=int, default=20_000)
     ap.add_argument("--skip-http", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated parts (e.g. frame_fuzz,cli_fuzz)")
     args = ap.parse_args()
 
+    only = {part for part in args.only.split(",") if part}
+
+    def wanted(part: str) -> bool:
+        return not only or part in only
+
     figures: dict[str, Any] = {}
-    figures["contention_local"] = contention_local(args.procs, args.rounds)
-    figures["crash"] = crash(args.kills)
-    if not args.skip_http:
+    local_parts = {
+        "contention_local": lambda: contention_local(args.procs, args.rounds),
+        "crash": lambda: crash(args.kills),
+    }
+    later_parts = {
+        "flood": lambda: flood(args.flood),
+        "idle": lambda: idle(args.idle),
+        "lock_hold": lambda: lock_hold(args.lock_hold),
+        "shared_state": shared_state,
+        "frame_fuzz": lambda: frame_fuzz(args.frames),
+        "cli_fuzz": lambda: cli_fuzz(args.cli),
+        "storage_faults": lambda: pytest_files("test_storage_faults.py"),
+        "hostile": lambda: pytest_files("test_hostile.py", "test_hardening.py"),
+    }
+    http_parts = ("contention_http", "outage", "caller_token")
+    for part, run in local_parts.items():
+        if wanted(part):
+            figures[part] = run()
+    if not args.skip_http and any(wanted(part) for part in http_parts):
         from worker_fixture import launch_worker
 
         with contextlib.ExitStack() as stack:
             worker = stack.enter_context(launch_worker(_dir()))
-            figures["contention_http"] = contention_http(worker, args.http_procs, args.http_rounds)
-            figures["outage"] = outage(worker, args.outage)
-            figures["caller_token"] = caller_token(worker)
-    figures["flood"] = flood(args.flood)
-    figures["idle"] = idle(args.idle)
-    figures["lock_hold"] = lock_hold(args.lock_hold)
-    figures["shared_state"] = shared_state()
-    figures["frame_fuzz"] = frame_fuzz(args.frames)
-    figures["cli_fuzz"] = cli_fuzz(args.cli)
-    figures["storage_faults"] = pytest_files("test_storage_faults.py")
-    figures["hostile"] = pytest_files("test_hostile.py", "test_hardening.py")
+            http_runs = {
+                "contention_http": lambda: contention_http(worker, args.http_procs, args.http_rounds),
+                "outage": lambda: outage(worker, args.outage),
+                "caller_token": lambda: caller_token(worker),
+            }
+            for part, run in http_runs.items():
+                if wanted(part):
+                    figures[part] = run()
+    for part, run in later_parts.items():
+        if wanted(part):
+            figures[part] = run()
     if args.json:
         print(json.dumps(figures, indent=2, default=str))
     print(table(figures))
+    for key in ("frame_fuzz", "cli_fuzz"):
+        for sample in (figures.get(key) or {}).get("samples", [])[:10]:
+            print(f"{key} sample: {sample!r}")
     bad = [key for key, c in figures.items() if c.get("double_grants") or c.get("lost_writes")
            or c.get("unparsable") or c.get("duplicates") or c.get("exit_code") or c.get("deaths")
            or c.get("violations") or c.get("outbox_lost") or c.get("files_outside_root")]

@@ -382,6 +382,8 @@ class Daemon:
             self.connections -= 1
 
     async def _send(self, stream: Any, message: Any) -> None:
+        if isinstance(message, p.Response):
+            message = p.one_line_texts(message)  # every reply's lines stay lines
         with anyio.fail_after(SEND_TIMEOUT):
             await stream.send(p.frame(msgspec.msgpack.encode(message)))
 

@@ -43,10 +43,9 @@ def raise_fd_limit(wanted: int) -> None:
 
 
 def _connected(d: Daemon) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(10)
-    sock.connect(str(d.socket))
-    return sock
+    from agentcoordctl.client import _connect  # waits out a full listen backlog, as ctl does
+
+    return _connect(str(d.socket), 10.0)
 
 
 def _timed_served(d: Daemon) -> tuple[bool, float]:
@@ -301,7 +300,8 @@ def frame_fuzz(d: Daemon, *, frames: int, seed: int = 17) -> dict[str, Any]:
     a death is counted (and the daemon restarted) instead of stopping the run."""
     from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
 
-    figures = {"frames": 0, "deaths": 0, "replies": 0, "bad_replies": 0, "good_failures": 0}
+    figures: dict[str, Any] = {"frames": 0, "deaths": 0, "replies": 0, "bad_replies": 0,
+                               "good_failures": 0, "samples": []}
     started = time.monotonic()
 
     @hyp_seed(seed)
@@ -318,6 +318,7 @@ def frame_fuzz(d: Daemon, *, frames: int, seed: int = 17) -> dict[str, Any]:
             figures["replies"] += 1
             if not framefuzz.well_formed(reply):
                 figures["bad_replies"] += 1
+                figures["samples"].append((frame.body[:120], reply.exit_code, reply.error))
         if d.proc is not None and d.proc.poll() is not None:
             figures["deaths"] += 1
             d.start()
