@@ -28,7 +28,8 @@ from typing import Any
 
 import msgspec
 
-from agentcoordd.coord.common import CAS_ATTEMPTS, cas_backoff, contention, text_field
+from agentcoordd.coord.cas import Put, cas_update
+from agentcoordd.coord.common import text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
 from agentcoordd.model.dependencies import (  # noqa: F401 - lane helpers every batch reader shares
@@ -44,7 +45,8 @@ from agentcoordd.model.errors import UsageError
 from agentcoordd.model.records import SCHEMA_VERSION
 from agentcoordd.model.status import LANE_TERMINALS
 from agentcoordd.model.timefmt import format_ts, is_rfc3339
-from agentcoordd.store.base import Conflict, NotFound, StoreError
+from agentcoordd.model.validation import Violation, contract_error, one_line, validate_record
+from agentcoordd.store.base import StoreError, Versioned
 
 # The HTTP backend's cap on one active record; a bigger manifest could never
 # be stored there, so it is refused everywhere (exit 1) before any write.
@@ -248,8 +250,6 @@ def check_contract(data: dict[str, Any]) -> None:
     A lane written with the legacy `id` (read as its name by register-batch)
     is checked as if it were spelled `name`.
     """
-    from agentcoordd.coord.validate import Violation, contract_error, one_line, validate_record
-
     lanes = [
         dict(lane, name=lane["id"]) if isinstance(lane, dict) and "name" not in lane and "id" in lane
         else lane
@@ -337,9 +337,7 @@ async def register_batch(
     if cycle is not None:
         raise UsageError(cycle_message(cycle))
 
-    for attempt in range(CAS_ATTEMPTS):
-        await cas_backoff(attempt)
-        current = await ctx.store.get(path)
+    async def decide(current: Versioned | None) -> Put:
         record = _deep_copy(data)
         if current is not None and isinstance(current.data, dict):
             _carry_over(record, current.data)
@@ -348,15 +346,10 @@ async def register_batch(
         record.setdefault("registered_at", stamp)
         record["updated_at"] = stamp
         _check_size(record)
-        try:
-            if current is None:
-                await ctx.store.create(path, record)
-            else:
-                await ctx.store.replace(path, record, current.version)
-        except (Conflict, NotFound):
-            continue
-        return {"batch_id": batch, "path": path, "batch": record}
-    raise contention(path)
+        return Put(record, record)
+
+    record = await cas_update(ctx.store, path, decide)
+    return {"batch_id": batch, "path": path, "batch": record}
 
 
 def _deep_copy(value: Any) -> Any:

@@ -6,14 +6,8 @@ import datetime as dt
 from typing import Any
 
 from agentcoordd.coord import closeout
-from agentcoordd.coord.common import (
-    CAS_ATTEMPTS,
-    cas_backoff,
-    contention,
-    metadata_fields,
-    positive_ttl,
-    text_field,
-)
+from agentcoordd.coord.cas import Keep, Put, cas_update
+from agentcoordd.coord.common import metadata_fields, positive_ttl, text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.events import emit, lifecycle_fields
 from agentcoordd.model import ids
@@ -22,7 +16,7 @@ from agentcoordd.model.identity import stamp_attribution
 from agentcoordd.model.liveness import liveness
 from agentcoordd.model.records import SCHEMA_VERSION, Claim, Heartbeat, Metadata, load, try_load
 from agentcoordd.model.timefmt import format_ts, parse_ts
-from agentcoordd.store.base import Conflict, InvalidRecord, NotFound, Versioned
+from agentcoordd.store.base import InvalidRecord, Versioned
 
 DEFAULT_CLAIM_TTL = 4 * 3600
 ACQUIRED_FIELDS = (
@@ -63,9 +57,7 @@ async def claim(
     if branch is not None:
         fields["branch"] = branch
 
-    for attempt in range(CAS_ATTEMPTS):
-        await cas_backoff(attempt)
-        current = await ctx.store.get(path)
+    async def decide(current: Versioned | None) -> Put:
         now = ctx.clock.now()
         stamps = {"updated_at": format_ts(now), "expires_at": format_ts(now + dt.timedelta(seconds=ttl))}
         fresh = stamp_attribution(
@@ -93,17 +85,12 @@ async def claim(
                 await _check_takeover(ctx, held, repo, target, now)
                 action, record = "taken_over", fresh
         load(Claim, record, path)
-        try:
-            if current is None:
-                await ctx.store.create(path, record)
-            else:
-                await ctx.store.replace(path, record, current.version)
-        except (Conflict, NotFound):
-            continue  # lost a race: re-read and decide again
-        if action != "renewed" or _is_new_acquisition(current, record):
-            await emit(ctx, record.get("batch_id"), "claim.acquired", lifecycle_fields(record, ACQUIRED_FIELDS))
-        return {"action": action, "path": path, "claim": record}
-    raise contention(path)
+        return Put(record, (action, current, record))
+
+    action, previous, record = await cas_update(ctx.store, path, decide)
+    if action != "renewed" or _is_new_acquisition(previous, record):
+        await emit(ctx, record.get("batch_id"), "claim.acquired", lifecycle_fields(record, ACQUIRED_FIELDS))
+    return {"action": action, "path": path, "claim": record}
 
 
 def _renewed(stored: dict[str, Any], fields: dict[str, Any], stamps: dict[str, str], ctx: Ctx) -> dict:
@@ -195,10 +182,10 @@ async def release(
         if handoff_note is not None:
             fields["handoff_note"] = handoff_note
 
-    lane_closed = None
-    for attempt in range(CAS_ATTEMPTS):
-        await cas_backoff(attempt)
-        current = await ctx.store.get(path)
+    lane_closed: tuple[Any, ...] | None = None
+
+    async def decide(current: Versioned | None) -> Keep | Put:
+        nonlocal lane_closed
         if current is None:
             raise UsageError(f"no claim for {_label(repo, target)} to release")
         held = load(Claim, current.data, path)
@@ -210,6 +197,7 @@ async def release(
                 liveness="n/a",
             )
         already_released = held.status == "released"
+        stamped = dict(fields)
         if terminal is not None:
             if not held.batch_id:
                 raise UsageError("--terminal requires a claim with batch_id")
@@ -229,32 +217,33 @@ async def release(
                     meta_fields=fields,
                 )
             if already_released and held.terminal is not None:
-                return _released_payload("already_closed", path, current.data, lane_closed)
+                return Keep((False, _released_payload("already_closed", path, current.data, lane_closed)))
             event = lane_closed[1]
-            fields.update({k: event[k] for k in ("terminal", "pr_state", "evidence_url", "workspace", "closed_by") if k in event})
+            stamped.update({k: event[k] for k in ("terminal", "pr_state", "evidence_url", "workspace", "closed_by") if k in event})
         elif already_released:
-            return {"action": "already_released", "path": path, "claim": current.data}
+            return Keep((False, {"action": "already_released", "path": path, "claim": current.data}))
 
         now = format_ts(ctx.clock.now())
         record = dict(current.data)
-        record.update(fields)
+        record.update(stamped)
         record.update(status="released", updated_at=now, expires_at=now, released_by=agent_id, released_at=now)
         if already_released:  # a terminal stamp on an earlier plain release
             record.update(released_at=current.data.get("released_at", now))
         record = stamp_attribution(record, ctx.identity)
         load(Claim, record, path)
-        try:
-            await ctx.store.replace(path, record, current.version)
-        except (Conflict, NotFound):
-            continue
-        if terminal is None:
-            event_fields = lifecycle_fields(record, RELEASED_FIELDS)
-            if handoff_note is not None:
-                event_fields["message"] = handoff_note
-            await emit(ctx, record.get("batch_id"), "claim.released", event_fields)
-            return {"action": "released", "path": path, "claim": record}
-        return _released_payload("released", path, record, lane_closed)
-    raise contention(path)
+        return Put(record, (True, record))
+
+    written, outcome = await cas_update(ctx.store, path, decide)
+    if not written:
+        return outcome
+    record = outcome
+    if terminal is None:
+        event_fields = lifecycle_fields(record, RELEASED_FIELDS)
+        if handoff_note is not None:
+            event_fields["message"] = handoff_note
+        await emit(ctx, record.get("batch_id"), "claim.released", event_fields)
+        return {"action": "released", "path": path, "claim": record}
+    return _released_payload("released", path, record, lane_closed)
 
 
 def _released_payload(action: str, path: str, record: dict, lane_closed: tuple | None) -> dict[str, Any]:

@@ -15,15 +15,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentcoordd.coord.common import MANIFEST_CAS_ATTEMPTS, cas_backoff, contention, text_field
+import anyio
+
+from agentcoordd.coord.cas import Keep, Put, cas_update
+from agentcoordd.coord.common import MANIFEST_CAS_ATTEMPTS, text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
 from agentcoordd.model.identity import stamp_attribution
 from agentcoordd.model.records import LANE_CLOSED_SCHEMA_VERSION, Batch, LaneClosed, load
 from agentcoordd.model.status import LANE_TERMINALS
+from agentcoordd.model.backoff import MANIFEST_CAS
 from agentcoordd.model.timefmt import format_ts
-from agentcoordd.store.base import Conflict, NotFound
+from agentcoordd.model.validation import contract_error
+from agentcoordd.store.base import Conflict, Versioned
 
 DEFAULT_WORKSPACE = "default"
 _URL = re.compile(r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+(?:[/?#]|$)")
@@ -50,7 +55,6 @@ def check_url(flag: str, value: str | None) -> str | None:
 def check_contract(event: dict[str, Any]) -> None:
     """The event about to be written must satisfy the published lane_closed (v2)
     contract: a violation is the caller's input (exit 1, `validate`'s message)."""
-    from agentcoordd.coord.validate import contract_error  # validate imports events -> closeout
 
     error = contract_error("lane_closed", event, "lane_closed event")
     if error is not None:
@@ -181,23 +185,15 @@ async def stamp_lane(ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) 
 async def stamp_lanes(ctx: Ctx, batch_id: str, closed: dict[str, dict[str, Any]]) -> None:
     """Stamp several closed lanes (name -> lane_closed event) in one manifest CAS."""
     path = ids.batch_path(batch_id)
-    for attempt in range(MANIFEST_CAS_ATTEMPTS):
-        await cas_backoff(attempt, cap=0.5)
-        stored = await read_batch(ctx, batch_id)
-        if stored is None:
-            return
-        manifest, version = stored
-        updated = _stamped(manifest, closed, format_ts(ctx.clock.now()))
-        if updated is None:
-            return  # already converged: nothing to write
-        try:
-            await ctx.store.replace(path, updated, version)
-            return
-        except Conflict:
-            continue
-        except NotFound:
-            return
-    raise contention(path)
+
+    async def decide(current: Versioned | None) -> Keep | Put:
+        if current is None:
+            return Keep(None)
+        load(Batch, current.data, path)
+        updated = _stamped(current.data, closed, format_ts(ctx.clock.now()))
+        return Keep(None) if updated is None else Put(updated, None)  # None: already converged
+
+    await cas_update(ctx.store, path, decide, attempts=MANIFEST_CAS_ATTEMPTS, backoff=MANIFEST_CAS)
 
 
 def _stamped(manifest: dict[str, Any], closed: dict[str, dict[str, Any]], now: str) -> dict | None:
@@ -237,8 +233,6 @@ class StampQueue:
         self._queues: dict[tuple[int, str], _BatchStamps] = {}
 
     async def stamp(self, ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) -> None:
-        import anyio  # not at module level: `agentcoordctl validate` imports this module
-
         key = (id(ctx.store), batch_id)
         queue = self._queues.get(key)
         if queue is None:

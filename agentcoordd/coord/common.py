@@ -1,4 +1,4 @@
-"""Small pieces every use case shares: metadata merging and bounded CAS retries."""
+"""Small pieces every use case shares: metadata merging, field checks, CAS bounds."""
 
 from __future__ import annotations
 
@@ -45,15 +45,6 @@ def text_field(name: str, value: str | None, *, required: bool = False) -> str |
     if size > MAX_FIELD_BYTES or "\x00" in value:
         raise UsageError(f"--{name.replace('_', '-')} is too long or contains NUL")
     return value
-
-
-async def cas_backoff(attempt: int, cap: float = 0.25) -> None:
-    """Before retry `attempt` of a lost compare-and-swap: a jittered exponential
-    pause, so the losers of a hot record spread out instead of colliding again."""
-    if attempt > 0:
-        import anyio  # not at module level: `agentcoordctl validate` imports this module
-
-        await anyio.sleep(random.uniform(0.0, min(cap, 0.004 * 2**attempt)))
 
 
 def positive_ttl(ttl: int | None, default: int) -> int:

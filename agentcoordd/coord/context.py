@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from agentcoordd.model.identity import Identity
 from agentcoordd.store.base import Store
 
-if TYPE_CHECKING:
-    from agentcoordd.coord.closeout import StampQueue
-
 
 class Clock(Protocol):
     def now(self) -> dt.datetime: ...
+
+
+class LaneStamps(Protocol):
+    """Group commit of lane closeout stamps (coord.closeout.StampQueue)."""
+
+    async def stamp(self, ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -29,7 +32,7 @@ class Ctx:
     # record; the daemon hands them to its durable outbox for retry.
     undelivered: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     # The daemon's shared lane-stamp group commit (closeout); None: stamp directly.
-    stamps: StampQueue | None = None
+    stamps: LaneStamps | None = None
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

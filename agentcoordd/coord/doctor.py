@@ -36,7 +36,7 @@ from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids, records
 from agentcoordd.model.errors import CoordError, UsageError
 from agentcoordd.model.identity import Identity
-from agentcoordd.store.base import StoreError
+from agentcoordd.store.base import Page, StoreError
 
 try:  # the contract version every `version`/`status` payload carries
     from agentcoordd.coord.info import CONTRACT_VERSION
@@ -314,19 +314,19 @@ def _forbidden(exc: Exception) -> bool:
 
 async def _list_paths(store: Any, prefix: str) -> list[str] | None:
     """Record paths below `prefix` without reading them, when the store can."""
-    lister = getattr(store, "list_paths", None)
+    lister = store.capabilities.paths
     if lister is None:
         return None
-    return list(await lister(prefix))
+    return list(await lister.list_paths(prefix))
 
 
 async def _probe(store: Any, prefix: str, local: bool) -> Probe:
     if _is_record(prefix):
         probe = Probe(prefix, "read")
         action = store.get(prefix)
-    elif local and hasattr(store, "list_paths"):
+    elif local and store.capabilities.paths is not None:
         probe = Probe(prefix, "walk")
-        action = store.list_paths(prefix)
+        action = store.capabilities.paths.list_paths(prefix)
     else:
         probe = Probe(prefix, "list")
         action = store.list(prefix, 1)
@@ -339,7 +339,7 @@ async def _probe(store: Any, prefix: str, local: bool) -> Probe:
         probe.token_rejected = _token_rejected(exc)
         probe.forbidden = _forbidden(exc) and not probe.token_rejected
         return probe
-    if getattr(result, "partial", False):
+    if isinstance(result, Page) and result.partial:
         probe.status = "partial"
     return probe
 
@@ -361,10 +361,10 @@ async def _lightweight(report: Report, store: Any) -> None:
         if facts.root_state == "unreadable":
             report.backend_error = f"state root is not readable: {root} ({facts.root_error})"
             return
-    health = getattr(store, "health", None)
-    if facts.kind == "http" and health is not None:
+    service = store.capabilities.introspection
+    if facts.kind == "http" and service is not None:
         try:
-            healthy = await health()
+            healthy = await service.health()
         except StoreError as exc:
             report.probes.append(Probe("/v1/health", "health", "error", exc.message))
             report.backend_error = exc.message
@@ -458,10 +458,10 @@ async def _deep(report: Report, store: Any) -> None:
         family = await _scan(store, prefix)
         report.families.append(family)
         report.token_rejected = report.token_rejected or family.token_rejected
-    whoami = getattr(store, "whoami", None)
-    if report.facts.kind == "http" and whoami is not None:
+    service = store.capabilities.introspection
+    if report.facts.kind == "http" and service is not None:
         try:
-            me = await whoami()
+            me = await service.whoami()
         except StoreError as exc:
             report.whoami_error = exc.message
             report.token_rejected = report.token_rejected or _token_rejected(exc)

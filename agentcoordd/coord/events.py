@@ -13,21 +13,10 @@ from agentcoordd.model.identity import stamp_attribution
 from agentcoordd.model.records import SCHEMA_VERSION, Event, Metadata, load
 from agentcoordd.model.status import normalize_status
 from agentcoordd.model.timefmt import format_ts, new_event_id
+from agentcoordd.model.typed_events import TYPED_EVENTS, TYPED_FIELDS
+from agentcoordd.model.validation import contract_error
 from agentcoordd.store.base import Conflict
 
-# The four typed operational signals: required fields and their allowed values
-# (None = free-form but required and non-empty).
-TYPED_EVENTS: dict[str, dict[str, frozenset[str] | None]] = {
-    "help_requested": {"reason": frozenset({"blocked-user-input", "question", "permission"})},
-    "escalation_requested": {"from_route": None, "to_route": None, "evidence": None},
-    "error": {
-        "severity": frozenset({"P0", "P1", "P2", "P3"}),
-        "category": None,
-        "message": None,
-    },
-    "human_intervention": {"kind": frozenset({"takeover", "supersede", "manual-fix", "drain"})},
-}
-TYPED_FIELDS = ("reason", "from_route", "to_route", "evidence", "severity", "category", "kind")
 _ID_ATTEMPTS = 5
 
 
@@ -80,8 +69,6 @@ def build_event(
     record = stamp_attribution(record, ctx.identity)
     path = ids.event_path(batch_id, event_id)
     if contract:
-        from agentcoordd.coord.validate import contract_error  # validate imports this module
-
         error = contract_error("event", record, "event")
         if error is not None:
             raise error

@@ -5,14 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from agentcoordd.coord.common import (
-    CAS_ATTEMPTS,
-    cas_backoff,
-    contention,
-    metadata_fields,
-    positive_ttl,
-    text_field,
-)
+from agentcoordd.coord.cas import Put, cas_update
+from agentcoordd.coord.common import metadata_fields, positive_ttl, text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.events import emit, lifecycle_fields
 from agentcoordd.model import ids
@@ -21,7 +15,7 @@ from agentcoordd.model.identity import stamp_attribution
 from agentcoordd.model.records import SCHEMA_VERSION, Heartbeat, Metadata, load
 from agentcoordd.model.status import DEFAULT_HEARTBEAT_STATUS, normalize_status
 from agentcoordd.model.timefmt import format_ts
-from agentcoordd.store.base import Conflict, NotFound
+from agentcoordd.store.base import Versioned
 
 DEFAULT_HEARTBEAT_TTL = 15 * 60
 PHASE_EVENT_FIELDS = ("agent_id", "repo", "target", "branch", "synthetic", "synthetic_kind")
@@ -59,9 +53,7 @@ async def heartbeat(
     if normalized.warning:
         ctx.warn(normalized.warning)
 
-    for attempt in range(CAS_ATTEMPTS):
-        await cas_backoff(attempt)
-        current = await ctx.store.get(path)
+    async def decide(current: Versioned | None) -> Put:
         now = ctx.clock.now()
         record: dict[str, Any] = dict(current.data) if current is not None else {}
         if current is not None:
@@ -76,25 +68,20 @@ async def heartbeat(
         record["expires_at"] = format_ts(now + dt.timedelta(seconds=ttl))
         record = stamp_attribution(record, ctx.identity)
         load(Heartbeat, record, path)
-        try:
-            if current is None:
-                await ctx.store.create(path, record)
-            else:
-                await ctx.store.replace(path, record, current.version)
-        except (Conflict, NotFound):
-            continue
-        phase = fields.get("phase")
-        if phase is not None and previous_phase and previous_phase != phase:
-            await emit(
-                ctx,
-                record.get("batch_id"),
-                "phase.changed",
-                {
-                    **lifecycle_fields(record, PHASE_EVENT_FIELDS),
-                    "message": f"phase {previous_phase} -> {phase}",
-                    "previous_phase": previous_phase,
-                    "phase": phase,
-                },
-            )
-        return {"path": path, "heartbeat": record}
-    raise contention(path)
+        return Put(record, (record, previous_phase))
+
+    record, previous_phase = await cas_update(ctx.store, path, decide)
+    phase = fields.get("phase")
+    if phase is not None and previous_phase and previous_phase != phase:
+        await emit(
+            ctx,
+            record.get("batch_id"),
+            "phase.changed",
+            {
+                **lifecycle_fields(record, PHASE_EVENT_FIELDS),
+                "message": f"phase {previous_phase} -> {phase}",
+                "previous_phase": previous_phase,
+                "phase": phase,
+            },
+        )
+    return {"path": path, "heartbeat": record}

@@ -14,14 +14,14 @@ from typing import Any
 
 import msgspec
 
-from agentcoordd.coord.common import CAS_ATTEMPTS, contention
-from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.cas import Put, cas_update, cas_update_blocking
+from agentcoordd.coord.context import Clock, Ctx
 from agentcoordd.model import ids
 from agentcoordd.model.errors import CoordError
 from agentcoordd.model.records import Claim, Heartbeat, load
 from agentcoordd.model.status import is_terminal
 from agentcoordd.model.timefmt import format_ts
-from agentcoordd.store.base import Conflict, NotFound
+from agentcoordd.store.base import BlockingStore, Versioned
 
 
 class Fence(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -55,12 +55,11 @@ class LaneEnded(CoordError):
         self.new_holder = new_holder
 
 
-async def check_fence(ctx: Ctx, fence: Fence) -> None:
-    path = ids.claim_path(fence.repo, fence.target)
-    current = await ctx.store.get(path)
+def fence_verdict(current: Versioned | None, fence: Fence) -> None:
+    """Raise LaneEnded unless the claim (as read) still has the lane's identity."""
     if current is None:
         raise LaneEnded("released", f"claim {fence.repo}#{fence.target} no longer exists")
-    claim = load(Claim, current.data, path)
+    claim = load(Claim, current.data, ids.claim_path(fence.repo, fence.target))
     if claim.status == "released" and claim.agent_id == fence.agent_id and claim.claimed_at == fence.claimed_at:
         raise LaneEnded("released", f"claim {fence.repo}#{fence.target} was released")
     if Fence.of(current.data) != fence or claim.status != "active":
@@ -72,27 +71,42 @@ async def check_fence(ctx: Ctx, fence: Fence) -> None:
         )
 
 
+def renewal(current: Versioned | None, *, path: str, agent_id: str, ttl: int,
+            now: dt.datetime) -> Put:
+    """The renewed heartbeat: only updated_at/expires_at move (what the agent wrote stays)."""
+    if current is None:
+        raise LaneEnded("heartbeat_missing", f"heartbeat {path} no longer exists")
+    beat = load(Heartbeat, current.data, path)
+    if is_terminal(beat.status):
+        raise LaneEnded("terminal", f"heartbeat {agent_id} reports terminal status {beat.status}")
+    record = dict(current.data)
+    record["updated_at"] = format_ts(now)
+    record["expires_at"] = format_ts(now + dt.timedelta(seconds=ttl))
+    return Put(record, record)
+
+
+async def check_fence(ctx: Ctx, fence: Fence) -> None:
+    fence_verdict(await ctx.store.get(ids.claim_path(fence.repo, fence.target)), fence)
+
+
 async def renew(ctx: Ctx, *, agent_id: str, ttl: int, fence: Fence | None = None) -> dict[str, Any]:
     """Move the heartbeat's lease forward; raise LaneEnded when renewal must stop."""
     path = ids.heartbeat_path(agent_id)
     if fence is not None:
         await check_fence(ctx, fence)
-    for _ in range(CAS_ATTEMPTS):
-        current = await ctx.store.get(path)
-        if current is None:
-            raise LaneEnded("heartbeat_missing", f"heartbeat {path} no longer exists")
-        beat = load(Heartbeat, current.data, path)
-        if is_terminal(beat.status):
-            raise LaneEnded("terminal", f"heartbeat {agent_id} reports terminal status {beat.status}")
-        now = ctx.clock.now()
-        record = dict(current.data)
-        record["updated_at"] = format_ts(now)
-        record["expires_at"] = format_ts(now + dt.timedelta(seconds=ttl))
-        try:
-            await ctx.store.replace(path, record, current.version)
-        except Conflict:
-            continue  # the agent wrote in between: re-read, keep what it wrote
-        except NotFound:
-            raise LaneEnded("heartbeat_missing", f"heartbeat {path} no longer exists") from None
-        return record
-    raise contention(path)
+
+    async def decide(current: Versioned | None) -> Put:
+        return renewal(current, path=path, agent_id=agent_id, ttl=ttl, now=ctx.clock.now())
+
+    return await cas_update(ctx.store, path, decide)
+
+
+def renew_blocking(store: BlockingStore, clock: Clock, *, agent_id: str, ttl: int,
+                   fence: Fence | None = None) -> dict[str, Any]:
+    """`renew` inline on a blocking store (one worker thread renews a batch of lanes)."""
+    path = ids.heartbeat_path(agent_id)
+    if fence is not None:
+        fence_verdict(store.get_sync(ids.claim_path(fence.repo, fence.target)), fence)
+    return cas_update_blocking(
+        store, path, lambda current: renewal(current, path=path, agent_id=agent_id, ttl=ttl,
+                                             now=clock.now()))

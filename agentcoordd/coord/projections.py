@@ -26,14 +26,13 @@ import datetime as dt
 from typing import Any
 
 from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, lane_targets_of
-from agentcoordd.model.liveness import DEAD_AFTER_TTL_MULTIPLIER
+from agentcoordd.model.liveness import liveness_of
 from agentcoordd.model.records import Metadata
 from agentcoordd.model.status import satisfies_dependency
 from agentcoordd.model.timefmt import parse_ts
 from agentcoordd.store.cache import Malformed
 
 UNKNOWN = "UNKNOWN"
-_ZERO = dt.timedelta(0)
 _NO_TIME = float("-inf")
 
 # Optional fields status projects when present: the caller's metadata options
@@ -144,21 +143,6 @@ class HeartbeatView:
             "updated_at": updated,
             **self.meta,
         }
-
-
-def liveness_of(updated: dt.datetime | None, expires: dt.datetime | None, now: dt.datetime) -> str:
-    """model.liveness.liveness over already-parsed timestamps (same rules;
-    tests/coord/test_status.py checks they agree)."""
-    if updated is None or expires is None:
-        return "unknown"
-    ttl = expires - updated
-    if ttl <= _ZERO:
-        return "dead"
-    if now < expires:
-        return "live"
-    if now < updated + DEAD_AFTER_TTL_MULTIPLIER * ttl:
-        return "stale"
-    return "dead"
 
 
 def heartbeat_view(path: str, data: Any) -> HeartbeatView:

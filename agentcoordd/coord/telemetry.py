@@ -35,25 +35,22 @@ JSONL form is still read.)
 
 from __future__ import annotations
 
-import os
-import stat
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
-import msgspec
 
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.events import record_event, write_event
 from agentcoordd.coord.common import text_field
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
-from agentcoordd.model.timefmt import parse_ts
+from agentcoordd.model.timefmt import event_time, parse_ts  # noqa: F401 - event_time: readers' import
 from agentcoordd.store.base import InvalidRecord, StoreError
 from agentcoordd.store.cache import Malformed, Scan, scan
+from agentcoordd.store.history import JsonlHistory
 
 # ---- vocabulary ------------------------------------------------------------
 
@@ -80,10 +77,6 @@ HISTORY_EVENT_TYPES = (
 )
 STOP_NOTICE = "agentcoord: batch {batch} has a stop request{detail}: finish the current safe checkpoint, write a final heartbeat/event and stop claiming new work for this batch"
 
-MAX_JSONL_BYTES = 64 * 1024 * 1024
-MAX_JSONL_LINE_BYTES = 1024 * 1024
-MAX_PROBLEMS = 200
-_decoder = msgspec.json.Decoder()
 
 
 def is_qa_event(event_type: object) -> bool:
@@ -101,15 +94,6 @@ def qa_state(event_type: object) -> str:
 # ---- ordering ----------------------------------------------------------------
 
 
-def event_time(event: dict[str, Any]) -> str:
-    """`at`, else `timestamp`, as sortable UTC text; "" when neither parses."""
-    for name in ("at", "timestamp"):
-        moment = parse_ts(event.get(name))
-        if moment is not None:
-            return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return ""
-
-
 def history_key(event: dict[str, Any]) -> tuple[str, str, str]:
     event_id = event.get("event_id")
     return (event_time(event), event_id if isinstance(event_id, str) else "", str(event.get("path", "")))
@@ -119,164 +103,19 @@ def history_key(event: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def local_root(store: Any) -> Path | None:
-    """The state root of a local store (LocalStore, CachingStore); None for remote ones."""
-    from agentcoordd.store.cache import CachingStore
-    from agentcoordd.store.local import LocalStore
-
-    if isinstance(store, (LocalStore, CachingStore)):
-        return Path(store.root)
-    return None
-
-
-@dataclass
-class JsonlHistory:
-    events: list[dict[str, Any]] = field(default_factory=list)
-    problems: list[dict[str, Any]] = field(default_factory=list)  # {file, line?, reason}
-    files: list[str] = field(default_factory=list)
-
-
-_JSONL_CACHE: dict[str, tuple[tuple[int, int, int, int], list[dict[str, Any]], list[dict[str, Any]]]] = {}
-_JSONL_CACHE_LOCK = threading.Lock()
-_JSONL_CACHE_FILES = 512
-
-
-def _jsonl_files(root: Path, batch_id: str | None) -> tuple[list[str], list[dict[str, Any]]]:
-    """Relative paths of the JSONL files in scope, and problems found listing them."""
-    problems: list[dict[str, Any]] = []
-    out: list[str] = []
-
-    def listing(rel_dir: str) -> list[str]:
-        full = root / rel_dir
-        try:
-            mode = os.lstat(full).st_mode
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            problems.append({"file": rel_dir, "reason": f"cannot inspect: {exc.strerror or exc}"})
-            return []
-        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
-            problems.append({"file": rel_dir, "reason": "not a directory (symlinks are refused)"})
-            return []
-        try:
-            names = sorted(os.listdir(full))
-        except OSError as exc:
-            problems.append({"file": rel_dir, "reason": f"cannot list: {exc.strerror or exc}"})
-            return []
-        return [f"{rel_dir}/{n}" for n in names if n.endswith(".jsonl") and not n.startswith(".")]
-
-    out.extend(listing("events"))
-    out.extend(listing("history"))
-    if batch_id is None:
-        out.extend(listing("events/batches"))
-    else:
-        own = f"events/batches/{batch_id}.jsonl"
-        if own in listing("events/batches"):
-            out.append(own)
-    return out, problems
-
-
-def _parse_jsonl(raw: bytes, rel: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    events: list[dict[str, Any]] = []
-    problems: list[dict[str, Any]] = []
-    default_batch = None
-    if rel.startswith("events/batches/"):
-        default_batch = rel.rsplit("/", 1)[-1].removesuffix(".jsonl")
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        if len(line) > MAX_JSONL_LINE_BYTES:
-            problems.append({"file": rel, "line": number, "reason": "line too long"})
-            continue
-        try:
-            data = _decoder.decode(line)
-        except msgspec.DecodeError as exc:
-            problems.append({"file": rel, "line": number, "reason": f"invalid JSON: {exc}"})
-            continue
-        if not isinstance(data, dict):
-            problems.append({"file": rel, "line": number, "reason": "not a JSON object"})
-            continue
-        if not event_time(data):
-            problems.append({"file": rel, "line": number, "reason": "no valid at/timestamp"})
-            continue
-        event = {k: v for k, v in data.items() if k != "schema_version" and v is not None}
-        if "at" not in event:
-            event["at"] = data["timestamp"]
-        if default_batch is not None:
-            event.setdefault("batch_id", default_batch)
-        event.setdefault("type", "unknown")
-        event["source"] = "jsonl"
-        event["path"] = f"{rel}:{number}"
-        events.append(event)
-    return events, problems
-
-
-def _read_jsonl_file(root: Path, rel: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    full = root / rel
-    try:
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return [], []
-    except OSError as exc:
-        return [], [{"file": rel, "reason": f"cannot open (symlinks are refused): {exc.strerror or exc}"}]
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return [], [{"file": rel, "reason": "not a regular file"}]
-        if st.st_size > MAX_JSONL_BYTES:
-            return [], [{"file": rel, "reason": f"file too large ({st.st_size} bytes, limit {MAX_JSONL_BYTES})"}]
-        ident = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-        key = str(full)
-        with _JSONL_CACHE_LOCK:
-            hit = _JSONL_CACHE.get(key)
-        if hit is not None and hit[0] == ident:
-            return hit[1], hit[2]
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-    except OSError as exc:
-        return [], [{"file": rel, "reason": f"cannot read: {exc.strerror or exc}"}]
-    finally:
-        os.close(fd)
-    events, problems = _parse_jsonl(b"".join(chunks), rel)
-    with _JSONL_CACHE_LOCK:
-        if len(_JSONL_CACHE) >= _JSONL_CACHE_FILES:
-            _JSONL_CACHE.pop(next(iter(_JSONL_CACHE)))
-        _JSONL_CACHE[key] = (ident, events, problems)
-    return events, problems
-
-
-def read_jsonl_history(root: str | os.PathLike[str], *, batch_id: str | None = None) -> JsonlHistory:
-    """Every JSONL history event under `root` (blocking; read-only).
-
-    With `batch_id`, only that batch's events: `events/batches/<id>.jsonl`
-    plus the lines of `events/*.jsonl` / `history/*.jsonl` naming it.
-    Returned events must not be mutated (they may be cached).
-    """
-    if batch_id is not None:
-        ids.batch_id(batch_id)
-    base = Path(root)
-    out = JsonlHistory()
-    files, out.problems = _jsonl_files(base, batch_id)
-    for rel in files:
-        events, problems = _read_jsonl_file(base, rel)
-        out.files.append(rel)
-        out.problems.extend(problems)
-        if batch_id is None:
-            out.events.extend(events)
-        else:
-            out.events.extend(e for e in events if e.get("batch_id") == batch_id)
-    if len(out.problems) > MAX_PROBLEMS:
-        dropped = len(out.problems) - MAX_PROBLEMS
-        out.problems = out.problems[:MAX_PROBLEMS] + [{"file": "*", "reason": f"{dropped} more problems not shown"}]
-    return out
+    """The state root of a local store; None for remote ones."""
+    files = store.capabilities.files
+    return None if files is None else Path(files.root)
 
 
 async def jsonl_history(ctx: Ctx, *, batch_id: str | None = None) -> JsonlHistory:
-    """`read_jsonl_history` for the ctx's store; empty for a remote store."""
-    root = local_root(ctx.store)
-    if root is None:
+    """The local root's JSON Lines history (read-only); empty for a remote store."""
+    files = ctx.store.capabilities.files
+    if files is None:
         return JsonlHistory()
-    return await anyio.to_thread.run_sync(lambda: read_jsonl_history(root, batch_id=batch_id))
+    if batch_id is not None:
+        ids.batch_id(batch_id)
+    return await anyio.to_thread.run_sync(files.jsonl_history, batch_id)
 
 
 # ---- Store events ---------------------------------------------------------------
@@ -463,12 +302,10 @@ async def stop_state(ctx: Ctx, batch_id: str) -> dict[str, Any]:
         rows = [row for _, row in found.rows if row]
     except StoreError as exc:
         rows, error = [], exc.message
-    root = local_root(ctx.store)
-    if root is not None:
-        rel = f"events/batches/{batch_id}.jsonl"
-        if os.path.lexists(root / rel):
-            events, _ = await anyio.to_thread.run_sync(_read_jsonl_file, root, rel)
-            rows.extend(e for e in events if e.get("type") in (STOP_REQUESTED, STOPPED))
+    files = ctx.store.capabilities.files
+    if files is not None:
+        events = await anyio.to_thread.run_sync(files.jsonl_batch_file, batch_id)
+        rows.extend(e for e in events if e.get("type") in (STOP_REQUESTED, STOPPED))
     # Cached digests are shared: copy, never mutate.
     rows = [row if "batch_id" in row else {**row, "batch_id": batch_id} for row in rows]
     rows.sort(key=history_key)

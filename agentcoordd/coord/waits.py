@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+
 from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, split_dependency
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
@@ -32,7 +34,6 @@ async def poll_until(check: Check, *, poll_seconds: float, timeout: float | None
     """Run `check` until it says met (exit_code 0) or `timeout` seconds of polling
     passed (exit_code 2, `timed_out`). The answer is the last check's state."""
     if sleep is None:
-        import anyio  # not at module level: `agentcoordctl validate` imports coord modules
 
         sleep = anyio.sleep
     waited = 0.0

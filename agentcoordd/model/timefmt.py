@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+from typing import Any
 
 UTC = dt.timezone.utc
 TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -29,6 +30,15 @@ def parse_ts(value: object) -> dt.datetime | None:
     if parsed.tzinfo is None:
         return None
     return parsed.astimezone(UTC)
+
+
+def event_time(event: dict[str, Any]) -> str:
+    """An event's `at`, else `timestamp`, as sortable UTC text; "" when neither parses."""
+    for name in ("at", "timestamp"):
+        moment = parse_ts(event.get(name))
+        if moment is not None:
+            return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return ""
 
 
 def is_rfc3339(value: object) -> bool:

@@ -8,6 +8,9 @@ overwrites blindly.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import msgspec
@@ -66,10 +69,81 @@ class Page(msgspec.Struct, frozen=True):
     partial: bool = False
 
 
+# ---- optional capabilities: typed, and named by each store --------------------
+
+
+class BlockingStore(Protocol):
+    """Calls that can run inline in one worker thread (local files): the daemon
+    renews many lanes in one thread hop, their directory fsyncs shared."""
+
+    def get_sync(self, path: str) -> Versioned | None: ...
+
+    def write_sync(self, path: str, data: Any, expected: str | None) -> str: ...
+
+    def group_commit(self) -> AbstractContextManager[None]: ...
+
+
+class PathListing(Protocol):
+    async def list_paths(self, prefix: str) -> list[str]:
+        """Record paths below `prefix`, sorted, without reading them."""
+        ...
+
+
+class Introspection(Protocol):
+    """A remote service that can say whether it is up and who the caller is."""
+
+    async def health(self) -> bool: ...
+
+    async def whoami(self) -> Any: ...
+
+
+class ArchiveMoves(Protocol):
+    async def move_to_archive(self, path: str, version: str) -> str:
+        """Move `path` at `version` to `archive/<path>` in one step; the archive version."""
+        ...
+
+
+class LocalFiles(Protocol):
+    """A local state root: where it is, and the JSON Lines history dashboards keep
+    there (store/history.py; blocking calls)."""
+
+    root: Path
+
+    def jsonl_history(self, batch_id: str | None) -> Any: ...
+
+    def jsonl_batch_file(self, batch_id: str) -> list[dict[str, Any]]: ...
+
+    def events_fingerprint(self, batch_id: str) -> tuple[int, ...]:
+        """Changes whenever an event of the batch is added or removed (two stats)."""
+        ...
+
+
+class Scanning(Protocol):
+    """Whole-family reads through a digest, with a parsed-record cache (store/cache.py)."""
+
+    async def scan(self, prefix: str, digest: Any, name: str, cap: int | None = None) -> Any: ...
+
+    async def read_many(self, paths: list[str], digest: Any, name: str,
+                        cap: int | None = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a store can do beyond the protocol; None where it cannot."""
+
+    blocking: BlockingStore | None = None
+    scans: Scanning | None = None
+    paths: PathListing | None = None
+    introspection: Introspection | None = None
+    archive: ArchiveMoves | None = None
+    files: LocalFiles | None = None
+
+
 class Store(Protocol):
     """What coord needs from a backend. Paths are validated by the store too."""
 
     name: str
+    capabilities: Capabilities
 
     async def get(self, path: str) -> Versioned | None: ...
 

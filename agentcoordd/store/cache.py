@@ -22,6 +22,7 @@ callers: cached values are shared between scans.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import stat
@@ -34,7 +35,7 @@ from typing import Any, Generic, TypeVar
 import anyio.to_thread
 import msgspec
 
-from agentcoordd.store.base import Forbidden, InvalidRecord, Page, Store, Versioned, list_all
+from agentcoordd.store.base import Capabilities, Forbidden, InvalidRecord, Page, Store, Versioned, list_all
 from agentcoordd.store.local import LocalStore
 
 T = TypeVar("T")
@@ -69,7 +70,8 @@ Digest = Callable[[str, Any], Any]
 
 def caches(store: Store) -> bool:
     """True when per-record reads are cheap for this store (local files)."""
-    return hasattr(store, "read_many") or isinstance(store, LocalStore)
+    caps = store.capabilities
+    return caps.scans is not None or caps.files is not None
 
 
 async def scan(
@@ -82,11 +84,11 @@ async def scan(
     single unreadable record (Unavailable, Forbidden, an invalid prefix)
     propagate to the caller.
     """
-    own = getattr(store, "scan", None)
-    if own is not None:
-        return await own(prefix, digest, name, cap)
-    if isinstance(store, LocalStore):
-        return await anyio.to_thread.run_sync(_scan_local, store, prefix, digest, None)
+    caps = store.capabilities
+    if caps.scans is not None:
+        return await caps.scans.scan(prefix, digest, name, cap)
+    if isinstance(caps.files, LocalStore):
+        return await anyio.to_thread.run_sync(_scan_local, caps.files, prefix, digest, None)
     return await _scan_generic(store, prefix, digest)
 
 
@@ -94,12 +96,12 @@ async def read_many(
     store: Store, paths: Iterable[str], digest: Digest, name: str, *, cap: int | None = None
 ) -> Scan[Any]:
     """`digest` of each named record, in the given order; missing ones are absent."""
-    own = getattr(store, "read_many", None)
+    caps = store.capabilities
     paths = list(paths)
-    if own is not None:
-        return await own(paths, digest, name, cap)
-    if isinstance(store, LocalStore):
-        return await anyio.to_thread.run_sync(_read_local, store, paths, digest, None)
+    if caps.scans is not None:
+        return await caps.scans.read_many(paths, digest, name, cap)
+    if isinstance(caps.files, LocalStore):
+        return await anyio.to_thread.run_sync(_read_local, caps.files, paths, digest, None)
     out: Scan[Any] = Scan()
     for path in paths:
         try:
@@ -214,65 +216,6 @@ def _collect(out: Scan[Any], path: str, value: Any) -> None:
         out.rows.append((path, value))
 
 
-def _walk(store: LocalStore, prefix: str) -> list[tuple[str, int]]:
-    """(path, inode) of every record below `prefix`, sorted by path.
-
-    Same rules as LocalStore's listing: the prefix is validated, a symlink at
-    any level fails closed, dot files (in-flight temp files) are skipped.
-    The inode comes with the directory entry (no stat).
-    """
-    from agentcoordd.model import ids
-    from agentcoordd.model.errors import UsageError
-    from agentcoordd.store.base import InvalidPath, Unavailable
-
-    try:
-        ids.state_prefix(prefix)
-    except UsageError as exc:
-        raise InvalidPath(exc.message) from None
-    store._check_no_symlinks(prefix, must_be_dir=True)
-    root = str(store.root)
-    per_dir: list[tuple[str, list[tuple[str, int]]]] = []
-    mixed = False  # a directory holding records and subdirectories
-    stack = [prefix]
-    while stack:
-        rel = stack.pop()
-        try:
-            it = os.scandir(f"{root}/{rel}")
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            kind = Forbidden if isinstance(exc, PermissionError) else Unavailable
-            raise kind(f"cannot list {rel} under {root}: {exc.strerror or exc}") from None
-        files: list[tuple[str, int]] = []
-        subdirs = 0
-        with it:
-            for entry in it:
-                name = entry.name
-                if name[0] == ".":
-                    continue
-                if entry.is_symlink():
-                    raise Forbidden(f"symlink below state root refused: {rel}/{name}")
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(f"{rel}/{name}")
-                    subdirs += 1
-                elif name.endswith(".json"):
-                    files.append((name, entry.inode()))
-        if files:
-            mixed = mixed or subdirs > 0
-            per_dir.append((rel + "/", files))
-    if mixed:  # rare layout: fall back to sorting whole paths
-        found = [(d + name, ino) for d, files in per_dir for name, ino in files]
-        found.sort()
-        return found
-    # Records only in leaf directories: path order = directory order, then name.
-    per_dir.sort()
-    found = []
-    for d, files in per_dir:
-        files.sort()
-        found.extend([(d + name, ino) for name, ino in files])
-    return found
-
-
 # Families whose records are never rewritten in place (append-only events;
 # lane_closed is create-only): a cached record is valid while its inode is.
 _IMMUTABLE = ("events",)
@@ -281,7 +224,7 @@ _IMMUTABLE = ("events",)
 def _scan_local(
     store: LocalStore, prefix: str, digest: Digest, cache: dict[str, tuple[Any, Any]] | None
 ) -> Scan[Any]:
-    listed = _walk(store, prefix)
+    listed = store.walk_sync(prefix)
     root = str(store.root)
     immutable = prefix.split("/", 1)[0] in _IMMUTABLE
     out: Scan[Any] = Scan()
@@ -328,6 +271,9 @@ class CachingStore:
         self.name = inner.name
         self.root = inner.root
         self.max_entries = max_entries
+        # The local root's own (blocking calls, path listing and files go to it
+        # directly), plus cached scans.
+        self.capabilities: Capabilities = dataclasses.replace(inner.capabilities, scans=self)
         self._caches: dict[str, dict[str, tuple[Any, Any]]] = {}
         self._lock = threading.Lock()
 
@@ -352,8 +298,9 @@ class CachingStore:
         self.clear()
         await self.inner.aclose()
 
-    def __getattr__(self, attr: str) -> Any:  # list_paths_sync, get_sync, …
-        return getattr(self.inner, attr)
+    async def list_paths(self, prefix: str) -> list[str]:
+        return await self.inner.list_paths(prefix)
+
 
     # ---- cached reads ------------------------------------------------------
 

@@ -60,6 +60,7 @@ import msgspec
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
 from agentcoordd.store.base import (
+    Capabilities,
     Conflict,
     Entry,
     Forbidden,
@@ -384,6 +385,7 @@ class EtcdStore:
         self._kp = self.key_prefix.encode("utf-8")
         self.page_size = max(1, page_size)
         self.name = "etcd:" + ",".join(self.client.endpoints) + (f"#{self.key_prefix}" if self.key_prefix else "")
+        self.capabilities = Capabilities(archive=self)
 
     def __repr__(self) -> str:
         return f"EtcdStore({self.name!r}, user={self.client.user!r})"

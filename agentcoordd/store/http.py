@@ -33,6 +33,7 @@ import msgspec
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
 from agentcoordd.store.base import (
+    Capabilities,
     Conflict,
     Entry,
     Forbidden,
@@ -147,6 +148,7 @@ class HttpStore:
             raise UsageError(f"invalid API URL: {base_url!r} (expected http(s)://HOST[:PORT])")
         self.base_url = str(base_url).rstrip("/")
         self.name = f"http:{self.base_url}"
+        self.capabilities = Capabilities(introspection=self)
         self.timeout = float(timeout)
         self.connect_timeout = min(float(connect_timeout or timeout), self.timeout)
         self.read_attempts = max(1, read_attempts)

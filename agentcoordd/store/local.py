@@ -41,6 +41,7 @@ import msgspec
 
 from agentcoordd.model import ids
 from agentcoordd.store.base import (
+    Capabilities,
     Conflict,
     Entry,
     Forbidden,
@@ -52,6 +53,7 @@ from agentcoordd.store.base import (
     Versioned,
 )
 from agentcoordd.model.errors import UsageError
+from agentcoordd.store.history import JsonlHistory, JsonlReader
 from agentcoordd.store.files import PRIVATE_DIR_MODE, file_mode, fsync_dir, sweep_stale_temps, write_all
 
 T = TypeVar("T")
@@ -100,6 +102,8 @@ class LocalStore:
         self._loosened = mode != PRIVATE_DIR_MODE  # umask may strip bits: set them exactly
         self._swept = False
         self._sweep_lock = threading.Lock()
+        self._history = JsonlReader(self.root)
+        self.capabilities = Capabilities(blocking=self, paths=self, files=self)
 
     # ---- async Store API -------------------------------------------------
 
@@ -124,6 +128,29 @@ class LocalStore:
 
     async def aclose(self) -> None:
         return None
+
+    # ---- local files: JSON Lines history (blocking) --------------------------
+
+    def jsonl_history(self, batch_id: str | None) -> JsonlHistory:
+        return self._history.history(batch_id)
+
+    def jsonl_batch_file(self, batch_id: str) -> list[dict[str, Any]]:
+        return self._history.batch_file(batch_id)
+
+    def events_fingerprint(self, batch_id: str) -> tuple[int, ...]:
+        """The batch's event directory (a new event file changes its mtime) and its
+        dashboard JSONL file; -1s where absent."""
+        stamp: list[int] = []
+        for path, fields in ((f"{self._root}/events/{batch_id}", ("st_mtime_ns", "st_ino")),
+                             (f"{self._root}/events/batches/{batch_id}.jsonl",
+                              ("st_mtime_ns", "st_size", "st_ino"))):
+            try:
+                st = os.stat(path)
+            except OSError:
+                stamp.extend(-1 for _ in fields)
+                continue
+            stamp.extend(getattr(st, f) for f in fields)
+        return tuple(stamp)
 
     @staticmethod
     async def _run(fn: Callable[..., T], *args: Any) -> T:
@@ -213,11 +240,9 @@ class LocalStore:
                 raise self._os_error("cannot delete", path, exc) from None
 
     def list_sync(self, prefix: str, limit: int | None, cursor: str | None) -> Page:
-        prefix = _valid(ids.state_prefix, prefix)
         if limit is not None and limit < 1:
             raise InvalidPath(f"invalid listing limit: {limit}")
-        self._check_no_symlinks(prefix, must_be_dir=True)
-        paths = sorted(self._walk(prefix))
+        paths = [path for path, _inode in self.walk_sync(prefix)]
         if cursor is not None:
             paths = [p for p in paths if p > cursor]
         next_cursor = None
@@ -233,9 +258,7 @@ class LocalStore:
 
     def list_paths_sync(self, prefix: str) -> list[str]:
         """Sorted record paths below `prefix` without reading them."""
-        prefix = _valid(ids.state_prefix, prefix)
-        self._check_no_symlinks(prefix, must_be_dir=True)
-        return sorted(self._walk(prefix))
+        return [path for path, _inode in self.walk_sync(prefix)]
 
     def sweep_sync(self) -> int:
         """Remove temp files of dead writers anywhere below the root; how many."""
@@ -398,28 +421,55 @@ class LocalStore:
 
     _fsync_dir = staticmethod(fsync_dir)
 
-    def _walk(self, prefix: str) -> Iterator[str]:
+    def walk_sync(self, prefix: str) -> list[tuple[str, int]]:
+        """(path, inode) of every record below `prefix`, sorted by path.
+
+        The prefix is validated, a symlink at any level fails closed, dot files
+        (in-flight temp files) are skipped. The inode comes with the directory
+        entry (no stat): the parsed-record cache keys immutable families by it.
+        """
+        prefix = _valid(ids.state_prefix, prefix)
+        self._check_no_symlinks(prefix, must_be_dir=True)
+        root = self._root
+        per_dir: list[tuple[str, list[tuple[str, int]]]] = []
+        mixed = False  # a directory holding records and subdirectories
         stack = [prefix]
         while stack:
-            rel_dir = stack.pop()
+            rel = stack.pop()
             try:
-                it = os.scandir(f"{self._root}/{rel_dir}")
+                it = os.scandir(f"{root}/{rel}")
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                raise self._os_error("cannot list", rel_dir, exc) from None
+                raise self._os_error("cannot list", rel, exc) from None
+            files: list[tuple[str, int]] = []
+            subdirs = 0
             with it:
                 for entry in it:
                     name = entry.name
-                    if name.startswith("."):
+                    if name[0] == ".":
                         continue  # temp files of in-flight writes
-                    rel = f"{rel_dir}/{name}"
                     if entry.is_symlink():
-                        raise Forbidden(f"symlink below state root refused: {rel}")
+                        raise Forbidden(f"symlink below state root refused: {rel}/{name}")
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append(rel)
+                        stack.append(f"{rel}/{name}")
+                        subdirs += 1
                     elif name.endswith(".json"):
-                        yield rel
+                        files.append((name, entry.inode()))
+            if files:
+                mixed = mixed or subdirs > 0
+                per_dir.append((rel + "/", files))
+        if mixed:  # rare layout: fall back to sorting whole paths
+            found = [(d + name, ino) for d, files in per_dir for name, ino in files]
+            found.sort()
+            return found
+        # Records only in leaf directories: path order = directory order, then name.
+        per_dir.sort()
+        found = []
+        for d, files in per_dir:
+            files.sort()
+            found.extend([(d + name, ino) for name, ino in files])
+        return found
 
     def _os_error(self, action: str, path: str, exc: OSError) -> Exception:
         reason = exc.strerror or str(exc)

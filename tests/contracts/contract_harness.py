@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import msgspec
 
-from agentcoordd.coord import validate
+from agentcoordd.model import validation as validate
 from agentcoordd.model import contracts, records
 from agentcoordd.model.foundation import (
     batch_blocker,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcoordd.coord import validate
+from agentcoordd.model import validation as validate
 from contract_harness import (
     REPO,
     load,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcoordd.coord import validate
+from agentcoordd.model import validation as validate
 from contract_harness import load, procedural_expectations, replay, schema_errors, target_of, verdict_of
 
 _SHARED = Path(__file__).resolve().parents[3] / "shared"

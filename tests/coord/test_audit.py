@@ -7,6 +7,8 @@ and terminal_release_lane_closed conformance scenarios.
 
 from __future__ import annotations
 
+from agentcoordd.store.base import Capabilities
+
 import datetime as dt
 import json
 from pathlib import Path
@@ -214,6 +216,8 @@ async def test_non_object_event_makes_the_trail_unknown(ctx: Ctx, root: Path, tr
 
 
 class WrappedStore:
+    capabilities = Capabilities()  # a plain Store: every read goes through it
+
     def __init__(self, inner: LocalStore, *, partial: bool = False, fail: Exception | None = None) -> None:
         self.inner, self.partial, self.fail, self.name = inner, partial, fail, "wrapped"
 

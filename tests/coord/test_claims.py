@@ -7,6 +7,8 @@ release_* scenarios.
 
 from __future__ import annotations
 
+from agentcoordd.store.base import Capabilities
+
 
 import pytest
 
@@ -228,6 +230,8 @@ async def test_live_heartbeat_refuses_even_after_the_claim_expired(ctx, store, c
 
 class CompetingWriteStore:
     """A LocalStore where a rival's write lands between our read of `path` and our write."""
+    capabilities = Capabilities()  # a plain Store: every read goes through it
+
 
     def __init__(self, inner: LocalStore, path: str, rival) -> None:
         self.inner, self.path, self.rival = inner, path, rival
@@ -286,6 +290,8 @@ async def test_a_concurrent_renewal_by_the_holder_does_not_lose_either_write(sto
 
 class AlwaysConflictStore:
     """Every write loses: persistent contention."""
+    capabilities = Capabilities()  # a plain Store: every read goes through it
+
 
     def __init__(self, inner: LocalStore) -> None:
         self.inner, self.name, self.writes = inner, inner.name, 0
@@ -432,6 +438,8 @@ async def test_takeover_emits_claim_acquired_for_the_new_holder(ctx, store, root
 
 class FailingEventsStore:
     """Writes under events/ fail (backend trouble); everything else works."""
+    capabilities = Capabilities()  # a plain Store: every read goes through it
+
 
     def __init__(self, inner: LocalStore) -> None:
         self.inner, self.name = inner, inner.name

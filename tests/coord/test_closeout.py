@@ -7,6 +7,8 @@ terminal_release_lane_closed and record_event_lane_closed.
 
 from __future__ import annotations
 
+from agentcoordd.store.base import Capabilities
+
 import json
 from pathlib import Path
 
@@ -384,6 +386,8 @@ async def test_hostile_lane_on_lane_closed_is_refused_leaving_no_file(store, roo
 
 class CountingStore:
     """A real LocalStore that counts manifest writes."""
+    capabilities = Capabilities()  # a plain Store: every read goes through it
+
 
     def __init__(self, inner: LocalStore) -> None:
         self.inner = inner

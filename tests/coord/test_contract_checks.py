@@ -14,7 +14,7 @@ import pytest
 
 from agentcoordd.coord import batches, closeout, events
 from agentcoordd.coord.context import Ctx
-from agentcoordd.coord.validate import contract_error, one_line, validate_record
+from agentcoordd.model.validation import contract_error, one_line, validate_record
 from agentcoordd.model.errors import EXIT_USAGE, UsageError
 
 LANE_CLOSED = {

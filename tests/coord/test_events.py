@@ -6,6 +6,8 @@ conformance/golden record_event_* scenarios.
 
 from __future__ import annotations
 
+from agentcoordd.store.base import Capabilities
+
 import json
 import re
 from pathlib import Path
@@ -319,6 +321,7 @@ async def test_emit_turns_a_backend_failure_into_a_warning(store, clock):
 
 async def test_emit_turns_an_os_error_into_a_warning(clock):
     class Broken:
+        capabilities = Capabilities()  # a plain Store: every read goes through it
         name = "broken"
 
         async def create(self, path, data):

@@ -6,6 +6,8 @@ blocked_on), Heartbeat Liveness; the status steps of ../shared/conformance.
 
 from __future__ import annotations
 
+from agentcoordd.store.base import Capabilities
+
 import datetime as dt
 import json
 from pathlib import Path
@@ -466,6 +468,8 @@ async def test_archive_only_with_include_archived(ctx: Ctx, root: Path) -> None:
 
 class CountingStore:
     """Wraps a store and records every read by path / listed prefix."""
+    capabilities = Capabilities()  # a plain Store: every read goes through it
+
 
     def __init__(self, inner: LocalStore) -> None:
         self.inner = inner
@@ -707,17 +711,18 @@ async def test_event_limit_is_per_batch_even_with_lookalike_batch_ids(root: Path
 
 
 @pytest.mark.parametrize("mixed", [False, True])
-def test_cache_walk_lists_in_the_stores_path_order(root: Path, mixed: bool) -> None:
-    from agentcoordd.store.cache import _walk
-
-    for rel in ("claims/acme/repo/1.json", "claims/acme/repo-1/2.json", "claims/acme/repo.x/3.json",
-                "claims/acme/repo/10.json", "claims/acme/repo/9.json", "claims/b/c/.tmp.json"):
+def test_the_one_directory_walk_lists_in_path_order(root: Path, mixed: bool) -> None:
+    """LocalStore.walk_sync serves listings and the parsed-record cache alike."""
+    rels = ["claims/acme/repo/1.json", "claims/acme/repo-1/2.json", "claims/acme/repo.x/3.json",
+            "claims/acme/repo/10.json", "claims/acme/repo/9.json"]
+    for rel in (*rels, "claims/b/c/.tmp.json"):
         put(root, rel, "{}")
     if mixed:
         put(root, "claims/acme/stray.json", "{}")
+        rels.append("claims/acme/stray.json")
     store = LocalStore(root)
 
-    assert [p for p, _ in _walk(store, "claims")] == store.list_paths_sync("claims")
+    assert [p for p, _ in store.walk_sync("claims")] == sorted(rels) == store.list_paths_sync("claims")
 
 
 async def test_a_forbidden_owner_heartbeat_leaves_the_rest_readable_and_unknown(tmp_path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from agentcoordd.store.base import Capabilities
+
 from pathlib import Path
 
 from agentcoordd import protocol as p
@@ -73,6 +75,8 @@ async def test_a_dashboard_jsonl_stop_invalidates_a_cached_local_answer(tmp_path
 
 class _Remote:
     """A store without a local root (the HTTP/etcd case) over a local one."""
+    capabilities = Capabilities()  # a plain Store: every read goes through it
+
 
     def __init__(self, inner: LocalStore) -> None:
         self.inner = inner

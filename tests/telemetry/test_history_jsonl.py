@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from agentcoordd.store import history
+from agentcoordd.store.base import Capabilities
+
 import os
 from pathlib import Path
 
@@ -106,7 +109,7 @@ async def test_symlinked_or_oversized_files_are_reported_not_followed(ctx: Ctx, 
     (root / "history").mkdir()
     os.symlink(outside, root / "history" / "link.jsonl")
     _write(root, "events/big.jsonl", '{"type": "x", "batch_id": "b", "at": "2026-06-13T00:00:00Z"}\n' * 4)
-    monkeypatch.setattr(telemetry, "MAX_JSONL_BYTES", 64)
+    monkeypatch.setattr(history, "MAX_JSONL_BYTES", 64)
 
     result = await telemetry.history(ctx)
 
@@ -118,6 +121,7 @@ async def test_symlinked_or_oversized_files_are_reported_not_followed(ctx: Ctx, 
 
 async def test_remote_stores_have_no_jsonl_history(clock) -> None:  # noqa: ANN001
     class Remote:  # not a local root: JSONL is local-only
+        capabilities = Capabilities()  # a plain Store: every read goes through it
         name = "remote"
 
     assert telemetry.local_root(Remote()) is None

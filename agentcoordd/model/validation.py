@@ -22,7 +22,6 @@ from typing import Any
 
 import msgspec
 
-from agentcoordd.coord.events import TYPED_EVENTS, TYPED_FIELDS  # one table, shared with record-event
 from agentcoordd.model import ids, records
 from agentcoordd.model.dependencies import cycle_message, dependency_edges, find_cycle
 from agentcoordd.model.errors import UsageError
@@ -36,6 +35,7 @@ from agentcoordd.model.foundation import (
     usage,
 )
 from agentcoordd.model.foundation.common import Violation
+from agentcoordd.model.typed_events import TYPED_EVENTS, TYPED_FIELDS  # one table, shared with record-event
 
 __all__ = [
     "Violation",
