@@ -16,19 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentcoordd.daemon.backends import Resolved
+from agentcoordd.daemon.descriptors import descriptor_key
 
 KEEP_PER_BACKEND = 4
-
-
-def descriptor_key(resolved: Resolved) -> str:
-    """The selection without any credential: kind and location (+ options)."""
-    kind, location, _credential = resolved.key
-    return f"{kind}:{location}"
-
-
-def needs_token(kind: str, user: str | None = None) -> bool:
-    """The Worker always wants a bearer token; etcd only with RBAC (a user)."""
-    return kind == "http" or (kind == "etcd" and bool(user))
 
 
 class Credentials:

@@ -19,40 +19,43 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agentcoordd import protocol as p
+from agentcoordd.coord.context import Clock
 from agentcoordd.daemon import backends
-from agentcoordd.model.errors import OperationalError, UsageError
-from agentcoordd.model.identity import Identity, resolve_identity
+from agentcoordd.daemon.background import Background
+from agentcoordd.model.errors import OperationalError
+from agentcoordd.model.identity import Identity
 
 if TYPE_CHECKING:
     from agentcoordd.daemon.dashboard import Dashboard
-    from agentcoordd.daemon.dispatch import Dispatcher
+    from agentcoordd.daemon.stopnotice import StopNotices
 
 HOST = "127.0.0.1"
 
 
 class DashboardHost:
-    def __init__(self) -> None:
+    """The one running dashboard, and which backend it shows."""
+
+    def __init__(self, *, pool: backends.StorePool, clock: Clock, stop_notices: StopNotices,
+                 background: Background, log: Any) -> None:
+        self.pool = pool
+        self.clock = clock
+        self.stop_notices = stop_notices
+        self.background = background
+        self.log = log
         self.dashboard: Dashboard | None = None
         self.resolved: backends.Resolved | None = None
         self._lock = anyio.Lock()
 
-    async def handle(self, d: Dispatcher, request: p.Dashboard) -> p.Response:
-        port = request.port
-        if port is not None and not 0 <= port <= 65535:
-            raise UsageError(f"--port must be 0..65535: {port}")
-        caller = request.caller
-        resolved = backends.resolve(request.selection, caller.env, caller.cwd, write=True)
-        identity = resolve_identity(caller.env, fallback_machine=resolved.machine_id)
-        notices = list(resolved.notices)
-        warnings = list(resolved.warnings)
-        d.pool.get(resolved)  # open it now: a bad selection fails this call, not the page
+    async def show(self, resolved: backends.Resolved, identity: Identity, port: int | None,
+                   notices: list[str], warnings: list[str]) -> tuple[Dashboard, bool]:
+        """Point the dashboard at `resolved`, starting it first if needed; (board, started)."""
+        self.pool.get(resolved)  # open it now: a bad selection fails this call, not the page
         async with self._lock:
             previous = self.resolved
             self.resolved = resolved
             started = False
             if self.dashboard is None:
-                self.dashboard = await self._start(d, port, identity)
+                self.dashboard = await self._start(port, identity)
                 started = True
             else:
                 if previous is not None and previous.key != resolved.key:
@@ -62,30 +65,23 @@ class DashboardHost:
                     warnings.append(f"the dashboard is already serving on port {self.dashboard.port}; "
                                     f"--port {port} ignored (restart the daemon to change it)")
             self.dashboard.identity = Identity(machine_id=identity.machine_id)
-        board = self.dashboard
-        payload = {"url": board.url, "host": board.host, "port": board.port, "started": started,
-                   "backend": resolved.describe()}
-        return p.Response(exit_code=0, payload=payload, notices=notices, warnings=warnings)
+            return self.dashboard, started
 
-    async def _start(self, d: Dispatcher, port: int | None, identity: Identity) -> Dashboard:
-        from agentcoordd.daemon.dashboard import Dashboard
-
-        services = getattr(d.daemon, "services", None)
-        if services is None:
-            raise OperationalError("agentcoordd is not serving yet; try again")
+    async def _start(self, port: int | None, identity: Identity) -> Dashboard:
+        from agentcoordd.daemon.dashboard import Dashboard  # the web app: only once asked for
 
         def store() -> Any:
             assert self.resolved is not None
-            return d.pool.get(self.resolved)
+            return self.pool.get(self.resolved)
 
-        board = Dashboard(store, d.clock, Identity(machine_id=identity.machine_id),
-                          on_stop_requested=d.stop_notices.forget)
+        board = Dashboard(store, self.clock, Identity(machine_id=identity.machine_id),
+                          on_stop_requested=self.stop_notices.forget)
         try:
-            await services.start(board.serve, HOST, port or 0)
+            await self.background.start(board.serve, HOST, port or 0)
         except OSError as exc:
             raise OperationalError(
                 f"cannot serve the dashboard on {HOST}:{port or 0}: {exc.strerror or exc}") from None
         except RuntimeError:  # the service task group has closed: the daemon is stopping
             raise OperationalError("agentcoordd is stopping; the dashboard was not started") from None
-        d.daemon.log.info("dashboard listening", url=board.url)
+        self.log.info("dashboard listening", url=board.url)
         return board

@@ -3,13 +3,13 @@
 * `queue(undelivered, resolved)` runs after every dispatched command (and
   after a keep-alive lane's end event), before the reply: each event the
   backend did not take is appended (fsync'd) with the request's backend
-  *descriptor* (`keeper.persisted_backend`: kind, location, never a token).
+  *descriptor* (`descriptors.persisted_backend`: kind, location, never a token).
 * `run()` is the background task: every due entry is retried with its own
   exponential backoff (`Outbox.flush`); a create-only write that answers
   `already_exists` means an earlier try landed, so it counts as delivered.
 * An entry's backend is rebuilt from its descriptor with a token from
   `Credentials` (what callers brought, newest first, in memory only) or from
-  the machine's configuration (`keeper.resolve_persisted`). An entry for a
+  the machine's configuration (`descriptors.resolve_persisted`). An entry for a
   backend that needs a token nobody has brought since the start *waits*: it is
   not tried (no attempt counted), `outbox` and `doctor` say so, and the first
   call that brings a token for that backend wakes a forced flush. A token
@@ -19,18 +19,16 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from agentcoordd.daemon import backends
-from agentcoordd.daemon.credentials import Credentials, needs_token
-from agentcoordd.daemon.keeper import persisted_backend, resolve_persisted
+from agentcoordd.daemon.credentials import Credentials
+from agentcoordd.daemon.descriptors import needs_token, persisted_backend, resolve_persisted
 from agentcoordd.daemon.outbox import Outbox, OutboxEntry, Waiting
 from agentcoordd.store.base import Conflict, Forbidden
-
-if TYPE_CHECKING:
-    from agentcoordd.daemon.dispatch import Dispatcher
 
 POLL_INTERVAL = 1.0  # how often the background task looks for due entries
 WAITING_HINT = ("waiting for a token: run any agentcoordctl command (or `agentcoordctl outbox "
@@ -38,9 +36,9 @@ WAITING_HINT = ("waiting for a token: run any agentcoordctl command (or `agentco
 
 
 class Delivery:
-    def __init__(self, dispatcher: Dispatcher, state_dir: str, credentials: Credentials, *,
+    def __init__(self, *, pool: backends.StorePool, credentials: Credentials, state_dir: str,
                  log: Any = None) -> None:
-        self.d = dispatcher
+        self.pool = pool
         self.outbox = Outbox(state_dir)
         self.log = log
         self.credentials = credentials
@@ -97,7 +95,7 @@ class Delivery:
             raise Waiting(WAITING_HINT)
         refused: Forbidden | None = None
         for resolved in candidates:
-            store = self.d.pool.get(resolved)
+            store = self.pool.get(resolved)
             try:
                 await store.create(entry.path, entry.record)
                 return

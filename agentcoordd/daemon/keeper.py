@@ -1,46 +1,46 @@
-"""Keep-alive lanes inside the daemon: registration, touches, fencing warnings,
-the one RenewalLoop for every lane, persistence, resume, and sd_notify.
+"""Keep-alive lanes inside the daemon: the registry and the one renewal loop.
 
-Pieces used (each tested on its own): `coord.keepalive.renew` (re-read +
-CAS-write of updated_at/expires_at, fenced by the claim's identity),
-`daemon.renewal` (the timer queue and its loop on the boot-time clock),
-`daemon.lanes` (the token-free registration file, watched pids).
+Pieces used (each tested on its own): `coord.keepalive` (re-read + CAS-write of
+updated_at/expires_at, fenced by the claim's identity), `daemon.renewal` (the
+timer queue and its loop on the boot-time clock), `daemon.lanes` (the
+token-free registration file, watched pids).
 
-How a lane lives
-* `claim --keep-alive` / `heartbeat --keep-alive` register it after their write
-  succeeded (claim also writes the lane's heartbeat, status in_progress). A
-  claim lane remembers the claim's `Fence`.
-* Every request carrying the lane's agent id touches it (idle timer); for a
+How a lane lives (the request handlers call these, in their own order)
+* `claim --keep-alive` / `heartbeat --keep-alive` `register` it after their
+  writes succeeded. A claim lane remembers the claim's `Fence`.
+* Every request carrying the lane's agent id `touch`es it (idle timer); for a
   fenced lane the reply carries a warning naming the new holder. A live lane
   with a fence is re-checked first, so the warning does not depend on the
   renewal loop having run since a takeover (a stalled daemon, say).
 * Release, a terminal heartbeat status, lane_closed, `lanes stop`, the
-  watched process exiting, the idle timeout, a takeover (fenced) end it; the
+  watched process exiting, the idle timeout, a takeover (fenced) `end` it; the
   end is recorded as a `lane.keepalive_ended` event when the lane has a batch.
 * Live lanes are saved (atomically, 0600, no tokens) whenever they change and
   resumed on start; lanes whose watched process is gone are dropped, with
-  the event. Tokens come back from the machine's configuration.
+  the event. Tokens come back from the machine's configuration, or from the
+  first caller that brings one (`daemon.credentials`).
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import datetime as dt
-import os
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from agentcoordd import protocol as p
-from agentcoordd.coord.context import Ctx
-from agentcoordd.coord.keepalive import Fence, LaneEnded, check_fence, renew
+from agentcoordd.coord.context import Clock, Ctx
+from agentcoordd.coord.events import emit
+from agentcoordd.coord.keepalive import Fence, LaneEnded, check_fence, renew, renew_blocking
 from agentcoordd.daemon import backends, sdnotify
 from agentcoordd.daemon.clock import boottime
-from agentcoordd.daemon.credentials import descriptor_key, needs_token
+from agentcoordd.daemon.credentials import Credentials
+from agentcoordd.daemon.delivery import Delivery
+from agentcoordd.daemon.descriptors import descriptor_key, needs_token, persisted_backend, resolve_persisted
 from agentcoordd.daemon.lanes import (
     DEFAULT_AGENT_HOSTS,
     LaneRegistry,
@@ -50,12 +50,10 @@ from agentcoordd.daemon.lanes import (
     process_start_time,
 )
 from agentcoordd.daemon.renewal import DEFAULT_IDLE_TIMEOUT, Lane, RenewalLoop, Schedule
+from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
-from agentcoordd.model.status import is_terminal
 from agentcoordd.model.timefmt import format_ts
-
-if TYPE_CHECKING:
-    from agentcoordd.daemon.dispatch import Dispatcher
+from agentcoordd.store.base import BlockingStore
 
 DEFAULT_HEARTBEAT_TTL = 15 * 60
 EVENT_TYPE = "lane.keepalive_ended"
@@ -80,39 +78,6 @@ REASON_TEXT = {
 }
 
 
-def persisted_backend(resolved: backends.Resolved) -> dict[str, Any]:
-    out: dict[str, Any] = {"key": descriptor_key(resolved), "kind": resolved.kind,
-                           "location": resolved.location, "source": resolved.source}
-    if resolved.user:
-        out["user"] = resolved.user
-    options = getattr(resolved, "options", ())
-    if options:
-        out["options"] = [list(pair) for pair in options]
-    if resolved.implicit:
-        out["implicit"] = True
-    return out
-
-
-def resolve_persisted(backend: Mapping[str, Any], daemon_env: Mapping[str, str] | None = None) -> backends.Resolved:
-    """A lane's backend after a restart: the persisted selection, with the token
-    (and options) taken from the machine's configuration when it names the same
-    backend. Nothing secret was ever persisted."""
-    env = dict(os.environ if daemon_env is None else daemon_env)
-    kind = backend.get("kind", "local")
-    location = backend.get("location", "")
-    if kind != "local":
-        with contextlib.suppress(Exception):
-            machine = backends.resolve(p.Selection(), env, "/", env)
-            if descriptor_key(machine) == backend.get("key"):
-                return machine
-    kwargs: dict[str, Any] = {}
-    options = backend.get("options")
-    if options and "options" in backends.Resolved.__dataclass_fields__:
-        kwargs["options"] = tuple(tuple(pair) for pair in options)
-    return backends.Resolved(kind, location, "lane registration", None, user=backend.get("user"),
-                             implicit=bool(backend.get("implicit")), **kwargs)
-
-
 def _iso(wall: float | None) -> str | None:
     if wall is None:
         return None
@@ -126,33 +91,40 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
 
 
-class _Blocking:
-    """A blocking store's calls behind the async Store methods `renew` uses, for
-    running the whole use case inside one worker thread (see `_drive`)."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    async def get(self, path: str) -> Any:
-        return self._store.get_sync(path)
-
-    async def replace(self, path: str, data: Any, version: str) -> str:
-        return self._store.write_sync(path, data, version)
+def lane_ttl(keep_alive: p.KeepAlive, *, claim: bool, heartbeat_ttl: int | None = None) -> int:
+    """The TTL of a lane's heartbeat: claim --keep-alive takes --heartbeat-ttl,
+    heartbeat --keep-alive its own --ttl."""
+    if claim:
+        return keep_alive.heartbeat_ttl or DEFAULT_HEARTBEAT_TTL
+    return heartbeat_ttl or DEFAULT_HEARTBEAT_TTL
 
 
-def _drive(coro: Any) -> Any:
-    """Run a coroutine that never suspends (all its awaits are `_Blocking` calls)."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise RuntimeError("renewal suspended inside a worker thread")
+def check_flags(keep_alive: p.KeepAlive | None, ttl: int) -> None:
+    """Refuse bad keep-alive flags before anything is written."""
+    if keep_alive is None:
+        return
+    for name, value in (("--renew-every", keep_alive.renew_every),
+                        ("--idle-timeout", keep_alive.idle_timeout)):
+        if value is not None and not (value > 0):
+            raise UsageError(f"{name} must be a positive number of seconds: {value:g}")
+    if keep_alive.heartbeat_ttl is not None and keep_alive.heartbeat_ttl <= 0:
+        raise UsageError(
+            f"--heartbeat-ttl must be a positive number of seconds: {keep_alive.heartbeat_ttl}")
+    if keep_alive.renew_every is not None and keep_alive.renew_every >= ttl:
+        raise UsageError(f"--renew-every ({keep_alive.renew_every:g}s) must be shorter than the "
+                         f"heartbeat TTL ({ttl}s)")
+    watch = keep_alive.watch_pid
+    if watch is not None and (watch <= 1 or not pid_alive(watch)):
+        raise UsageError(f"--watch-pid {watch}: no such running process")
 
 
 class LaneKeeper:
-    def __init__(self, dispatcher: Dispatcher, state_dir: str, *, log: Any = None) -> None:
-        self.d = dispatcher
+    def __init__(self, *, pool: backends.StorePool, clock: Clock, credentials: Credentials,
+                 outbox: Delivery, state_dir: str, log: Any = None) -> None:
+        self.pool = pool
+        self.clock = clock
+        self.credentials = credentials
+        self.outbox = outbox
         self.log = log
         self.registry = LaneRegistry(state_dir)
         self.schedule = Schedule()
@@ -261,26 +233,27 @@ class LaneKeeper:
 
     # ---- the loop's callbacks -----------------------------------------------------
 
+    def _pid_alive(self, pid: int) -> bool:
+        return pid_alive(pid, self._pid_starts.get(pid))
+
     def _selection(self, key: str) -> backends.Resolved:
         """The lane's backend; a lane resumed without its token takes one a caller brought."""
         resolved = self.resolved[key]
         if not resolved.token and needs_token(resolved.kind, resolved.user):
-            learned = self.d.credentials.candidates(descriptor_key(resolved))
+            learned = self.credentials.candidates(descriptor_key(resolved))
             if learned:
                 resolved = self.resolved[key] = learned[0]
         return resolved
 
-    def _pid_alive(self, pid: int) -> bool:
-        return pid_alive(pid, self._pid_starts.get(pid))
+    def _ctx(self, key: str) -> Ctx:
+        return Ctx(store=self.pool.get(self._selection(key)), clock=self.clock)
 
     async def _renew(self, lane: Lane) -> None:
         spec = self.specs[lane.key]
         due = lane.next_due
-        store = self.d.pool.get(self._selection(lane.key))
         error: Exception | None = None
         try:
-            await renew(Ctx(store=store, clock=self.d.clock), agent_id=spec.agent_id, ttl=spec.ttl,
-                        fence=spec.fence)
+            await renew(self._ctx(lane.key), agent_id=spec.agent_id, ttl=spec.ttl, fence=spec.fence)
         except Exception as exc:  # noqa: BLE001 - accounted, then re-raised for the loop
             error = exc
         self._account(lane, due, error)
@@ -292,12 +265,12 @@ class LaneKeeper:
         one worker-thread hop under group commit (one fsync per directory, not per
         lane); other stores' lanes renew concurrently."""
         outcomes: list[BaseException | None] = [None] * len(lanes)
-        local: dict[int, tuple[Any, list[int]]] = {}
+        blocking: dict[int, tuple[BlockingStore, list[int]]] = {}
         remote: list[int] = []
         for index, lane in enumerate(lanes):
-            store = self.d.pool.get(self._selection(lane.key))
-            if hasattr(store, "group_commit"):
-                local.setdefault(id(store), (store, []))[1].append(index)
+            local = self.pool.get(self._selection(lane.key)).capabilities.blocking
+            if local is not None:
+                blocking.setdefault(id(local), (local, []))[1].append(index)
             else:
                 remote.append(index)
 
@@ -310,13 +283,13 @@ class LaneKeeper:
         async with anyio.create_task_group() as tg:
             for index in remote:
                 tg.start_soon(renew_remote, index)
-            for store, indexes in local.values():
+            for store, indexes in blocking.values():
                 group = [lanes[i] for i in indexes]
                 dues = [lane.next_due for lane in group]
                 specs = [self.specs[lane.key] for lane in group]
                 try:
                     results: list[Exception | None] = await anyio.to_thread.run_sync(
-                        self._renew_locally, store, specs)
+                        self._renew_blocking, store, specs)
                 except Exception as exc:  # noqa: BLE001 - the group's directory sync failed
                     results = [exc] * len(group)
                 for index, lane, due, error in zip(indexes, group, dues, results, strict=True):
@@ -324,14 +297,14 @@ class LaneKeeper:
                     outcomes[index] = error
         return outcomes
 
-    def _renew_locally(self, store: Any, specs: list[LaneSpec]) -> list[Exception | None]:
-        """In a worker thread: each lane's `renew` driven inline on blocking calls."""
+    def _renew_blocking(self, store: BlockingStore, specs: list[LaneSpec]) -> list[Exception | None]:
+        """In a worker thread: each lane's renewal inline, under one group commit."""
         results: list[Exception | None] = []
         with store.group_commit():
             for spec in specs:
-                ctx = Ctx(store=_Blocking(store), clock=self.d.clock)  # type: ignore[arg-type]
                 try:
-                    _drive(renew(ctx, agent_id=spec.agent_id, ttl=spec.ttl, fence=spec.fence))
+                    renew_blocking(store, self.clock, agent_id=spec.agent_id, ttl=spec.ttl,
+                                   fence=spec.fence)
                     results.append(None)
                 except Exception as exc:  # noqa: BLE001 - one lane's outcome, not the batch's
                     results.append(exc)
@@ -365,8 +338,6 @@ class LaneKeeper:
 
     async def _end_event(self, spec: LaneSpec, resolved: backends.Resolved | None, reason: str,
                          new_holder: str | None, detail: str | None) -> None:
-        from agentcoordd.coord.events import emit
-
         if resolved is None or not spec.batch_id:
             return
         message = f"keep-alive renewal ended: {REASON_TEXT.get(reason, reason)}"
@@ -379,16 +350,15 @@ class LaneKeeper:
             fields["target"] = spec.target
         ctx: Ctx | None = None
         try:
-            ctx = Ctx(store=self.d.pool.get(resolved), clock=self.d.clock)
+            ctx = Ctx(store=self.pool.get(resolved), clock=self.clock)
             await emit(ctx, spec.batch_id, EVENT_TYPE, fields)
         except Exception as exc:  # noqa: BLE001 - an event is best effort; log it
             self._log("warning", "lane end event not recorded", agent_id=spec.agent_id, error=str(exc))
             return
-        finally:  # an undeliverable end event goes to the durable outbox (issue 9)
-            delivery = getattr(self.d, "delivery", None)
-            if ctx is not None and ctx.undelivered and delivery is not None:
-                await delivery.queue(ctx.undelivered, resolved, ctx.warnings,
-                                     descriptor=spec.backend)
+        finally:  # an undeliverable end event goes to the durable outbox
+            if ctx is not None and ctx.undelivered:
+                await self.outbox.queue(ctx.undelivered, resolved, ctx.warnings,
+                                        descriptor=spec.backend)
         for warning in ctx.warnings:
             self._log("warning", "lane end event", agent_id=spec.agent_id, detail=warning)
 
@@ -422,66 +392,15 @@ class LaneKeeper:
         self.resolved.pop(key, None)
         self.ended_at.pop(key, None)
 
-    def status_line(self) -> str:
-        live = [lane for lane in self.schedule.lanes.values() if lane.live]
-        failing = [lane for lane in live if lane.state == "backoff"]
-        health: dict[str, str] = {}
-        for lane in live:
-            spec = self.specs.get(lane.key)
-            name = spec.backend.get("kind", "?") if spec else "?"
-            if lane.state == "backoff":
-                health[name] = "failing"
-            else:
-                health.setdefault(name, "ok")
-        backends_text = ", ".join(f"{k} {v}" for k, v in sorted(health.items())) or "none in use"
-        return (f"{len(live)} keep-alive lanes, {len(failing)} failing; backends: {backends_text}"
-                f"; {self._outbox_text()}")
-
-    def _outbox_text(self) -> str:
-        delivery = getattr(self.d, "delivery", None)
-        if delivery is None:
-            return "outbox: n/a"
-        try:
-            summary = delivery.summary()
-        except (OSError, ValueError) as exc:
-            return f"outbox: unreadable ({exc})"
-        if not summary["depth"]:
-            return "outbox: empty"
-        return f"outbox: {summary['depth']} queued, oldest {summary['oldest_age_seconds']:.0f}s"
-
-    # ---- requests ---------------------------------------------------------------
+    # ---- what request handlers call -------------------------------------------------
 
     def key_for(self, resolved: backends.Resolved, agent_id: str) -> str:
         return f"{descriptor_key(resolved)}|{agent_id}"
 
-    def validate(self, request: Any) -> None:
-        """Refuse bad keep-alive flags before anything is written."""
-        ka = getattr(request, "keep_alive", None)
-        if ka is None:
-            return
-        ttl = self._lane_ttl(request)
-        for name, value in (("--renew-every", ka.renew_every), ("--idle-timeout", ka.idle_timeout)):
-            if value is not None and not (value > 0):
-                raise UsageError(f"{name} must be a positive number of seconds: {value:g}")
-        if ka.heartbeat_ttl is not None and ka.heartbeat_ttl <= 0:
-            raise UsageError(f"--heartbeat-ttl must be a positive number of seconds: {ka.heartbeat_ttl}")
-        if ka.renew_every is not None and ka.renew_every >= ttl:
-            raise UsageError(f"--renew-every ({ka.renew_every:g}s) must be shorter than the heartbeat "
-                             f"TTL ({ttl}s)")
-        if ka.watch_pid is not None and (ka.watch_pid <= 1 or not pid_alive(ka.watch_pid)):
-            raise UsageError(f"--watch-pid {ka.watch_pid}: no such running process")
-
-    @staticmethod
-    def _lane_ttl(request: Any) -> int:
-        ka = request.keep_alive
-        if isinstance(request, p.Claim):
-            return ka.heartbeat_ttl or DEFAULT_HEARTBEAT_TTL
-        return request.ttl or DEFAULT_HEARTBEAT_TTL
-
-    async def before(self, request: Any, resolved: backends.Resolved, warnings: list[str]) -> None:
-        """Touch the caller's lane; warn when it was fenced (re-checking a live fence)."""
-        self.validate(request)
-        agent_id = getattr(request, "agent_id", None)
+    async def touch(self, resolved: backends.Resolved, agent_id: str | None,
+                    warnings: list[str]) -> None:
+        """A call from the lane's agent: reset its idle timer; warn when it was fenced
+        (re-checking a live fence first)."""
         if not agent_id:
             return
         key = self.key_for(resolved, agent_id)
@@ -495,8 +414,7 @@ class LaneKeeper:
             self._mark_dirty()
             if spec.fence is not None:
                 try:
-                    ctx = Ctx(store=self.d.pool.get(self._selection(key)), clock=self.d.clock)
-                    await check_fence(ctx, spec.fence)
+                    await check_fence(self._ctx(key), spec.fence)
                 except LaneEnded as exc:
                     lane.info["new_holder"] = exc.new_holder
                     lane.info["end_message"] = exc.message
@@ -514,6 +432,15 @@ class LaneKeeper:
                 "agentcoordd stopped renewing your heartbeat. Stop working on it (exit 3 rules "
                 f"apply); `agentcoordctl lanes stop --agent-id {spec.agent_id}` clears this warning")
 
+    async def end(self, resolved: backends.Resolved, agent_id: str, reason: str, *,
+                  repo: str | None = None, target: str | None = None) -> None:
+        """End the agent's lane (when it renews that repo/target, if they are given)."""
+        key = self.key_for(resolved, agent_id)
+        spec = self.specs.get(key)
+        if spec is None or (repo is not None and (spec.repo, spec.target) != (repo, target)):
+            return
+        await self._end(key, reason)
+
     async def _end(self, key: str, reason: str, state: str = "ended") -> None:
         lane = self.schedule.lanes.get(key)
         if lane is None or not lane.live:
@@ -521,39 +448,9 @@ class LaneKeeper:
         self.schedule.end(key, reason, state)
         await self._on_end(lane)
 
-    async def after(self, request: Any, resolved: backends.Resolved, ctx: Ctx, payload: Any,
-                    exit_code: int, warnings: list[str], notices: list[str]) -> None:
-        """Register, re-fence or end lanes after a successful command."""
-        if exit_code != 0 or not isinstance(payload, dict):
-            return
-        agent_id = getattr(request, "agent_id", None)
-        if not agent_id:
-            return
-        key = self.key_for(resolved, agent_id)
-        if isinstance(request, p.Claim):
-            claim = payload.get("claim") or {}
-            if request.keep_alive is not None:
-                await self._register_claim(request, resolved, ctx, claim, payload, warnings, notices)
-            else:
-                self._refence(key, claim)
-        elif isinstance(request, p.Heartbeat):
-            beat = payload.get("heartbeat") or {}
-            if is_terminal(beat.get("status")):
-                await self._end(key, "terminal")
-                if request.keep_alive is not None:
-                    warnings.append(f"keep-alive not registered: status {beat.get('status')} is terminal")
-            elif request.keep_alive is not None:
-                await self._register_heartbeat(request, resolved, ctx, beat, payload, warnings, notices)
-        elif isinstance(request, p.Release):
-            spec = self.specs.get(key)
-            if spec is not None and (spec.repo, spec.target) == (request.repo, request.target):
-                await self._end(key, "lane_closed" if request.terminal else "released")
-        elif isinstance(request, p.RecordEvent):
-            if request.type == "lane_closed":
-                await self._end(key, "lane_closed")
-
-    def _refence(self, key: str, claim: dict[str, Any]) -> None:
+    def refence(self, resolved: backends.Resolved, agent_id: str, claim: dict[str, Any]) -> None:
         """The lane's own agent (re)claimed its target: remember the new identity."""
+        key = self.key_for(resolved, agent_id)
         spec = self.specs.get(key)
         lane = self.schedule.lanes.get(key)
         if spec is None or lane is None or spec.fence is None:
@@ -572,47 +469,44 @@ class LaneKeeper:
             self.loop.wake()
         self._mark_dirty()
 
-    async def _register_claim(self, request: p.Claim, resolved: backends.Resolved, ctx: Ctx,
-                              claim: dict[str, Any], payload: dict[str, Any], warnings: list[str],
-                              notices: list[str]) -> None:
-        from agentcoordd.coord.heartbeats import heartbeat
+    async def claim_fence(self, ctx: Ctx, agent_id: str, repo: str | None,
+                          target: str | None) -> Fence | None:
+        """The identity of the agent's active claim on repo/target, if it holds one."""
+        if not (repo and target):
+            return None
+        try:
+            current = await ctx.store.get(ids.claim_path(repo, target))
+        except Exception:  # noqa: BLE001 - unreadable: the lane renews unfenced
+            return None
+        if (current is not None and isinstance(current.data, dict)
+                and current.data.get("agent_id") == agent_id
+                and current.data.get("status") == "active"):
+            return Fence.of(current.data)
+        return None
 
-        ka = request.keep_alive
-        assert ka is not None
-        ttl = ka.heartbeat_ttl or DEFAULT_HEARTBEAT_TTL
-        beat_ctx = Ctx(store=ctx.store, clock=ctx.clock, identity=ctx.identity)
-        await heartbeat(beat_ctx, agent_id=request.agent_id, repo=request.repo, target=request.target,
-                        batch_id=claim.get("batch_id"), branch=claim.get("branch"), ttl=ttl,
-                        meta=request.meta)
-        warnings.extend(beat_ctx.warnings)
-        ctx.undelivered.extend(beat_ctx.undelivered)
-        spec = self._spec(request, resolved, ttl=ttl, repo=request.repo, target=request.target,
-                          batch_id=claim.get("batch_id"), fence=Fence.of(claim), warnings=warnings)
-        payload["keep_alive"] = self._register(spec, resolved, notices)
-
-    async def _register_heartbeat(self, request: p.Heartbeat, resolved: backends.Resolved, ctx: Ctx,
-                                  beat: dict[str, Any], payload: dict[str, Any], warnings: list[str],
-                                  notices: list[str]) -> None:
-        from agentcoordd.model import ids
-
-        ttl = request.ttl or DEFAULT_HEARTBEAT_TTL
-        repo, target = beat.get("repo"), beat.get("target")
-        fence = None
-        if repo and target:
-            with contextlib.suppress(Exception):
-                current = await ctx.store.get(ids.claim_path(repo, target))
-                if (current is not None and isinstance(current.data, dict)
-                        and current.data.get("agent_id") == request.agent_id
-                        and current.data.get("status") == "active"):
-                    fence = Fence.of(current.data)
+    def register(self, request: p.Claim | p.Heartbeat, resolved: backends.Resolved, *,
+                 ttl: int, repo: str | None, target: str | None, batch_id: str | None,
+                 fence: Fence | None, warnings: list[str], notices: list[str]) -> dict[str, Any]:
+        """Renew this agent's heartbeat from now on; the lane as `lanes` shows it."""
         spec = self._spec(request, resolved, ttl=ttl, repo=repo, target=target,
-                          batch_id=beat.get("batch_id"), fence=fence, warnings=warnings)
-        payload["keep_alive"] = self._register(spec, resolved, notices)
+                          batch_id=batch_id, fence=fence, warnings=warnings)
+        self._add(spec, resolved, due_now=False, touched=boottime())
+        self._mark_dirty()
+        self._log("info", "lane registered", agent_id=spec.agent_id, ttl=spec.ttl,
+                  renew_every=spec.renew_every, watch_pid=spec.watch_pid, fenced_by=bool(spec.fence))
+        watching = f"watching pid {spec.watch_pid}" if spec.watch_pid else "no watched process"
+        idle = (f"idle timeout {spec.idle_timeout:.0f}s" if spec.idle_timeout < 30 * 86400
+                else "no idle timeout")
+        notices.append(
+            f"keep-alive: agentcoordd renews heartbeats/{spec.agent_id}.json every "
+            f"{spec.renew_every:g}s (ttl {spec.ttl}s); {watching}; {idle}")
+        return self.describe(spec.key)
 
-    def _spec(self, request: Any, resolved: backends.Resolved, *, ttl: int, repo: str | None,
-              target: str | None, batch_id: str | None, fence: Fence | None,
+    def _spec(self, request: p.Claim | p.Heartbeat, resolved: backends.Resolved, *, ttl: int,
+              repo: str | None, target: str | None, batch_id: str | None, fence: Fence | None,
               warnings: list[str]) -> LaneSpec:
         ka = request.keep_alive
+        assert ka is not None
         watch = ka.watch_pid
         idle = ka.idle_timeout or DEFAULT_IDLE_TIMEOUT
         if ka.watch_auto:
@@ -629,20 +523,8 @@ class LaneKeeper:
             idle_timeout=idle, backend=persisted_backend(resolved), repo=repo, target=target,
             batch_id=batch_id, fence=fence, watch_pid=watch,
             watch_pid_start=process_start_time(watch) if watch else None,
-            registered_at=format_ts(self.d.clock.now()), touched_wall=time.time(),
+            registered_at=format_ts(self.clock.now()), touched_wall=time.time(),
         )
-
-    def _register(self, spec: LaneSpec, resolved: backends.Resolved, notices: list[str]) -> dict[str, Any]:
-        self._add(spec, resolved, due_now=False, touched=boottime())
-        self._mark_dirty()
-        self._log("info", "lane registered", agent_id=spec.agent_id, ttl=spec.ttl,
-                  renew_every=spec.renew_every, watch_pid=spec.watch_pid, fenced_by=bool(spec.fence))
-        watching = f"watching pid {spec.watch_pid}" if spec.watch_pid else "no watched process"
-        idle = f"idle timeout {spec.idle_timeout:.0f}s" if spec.idle_timeout < 30 * 86400 else "no idle timeout"
-        notices.append(
-            f"keep-alive: agentcoordd renews heartbeats/{spec.agent_id}.json every "
-            f"{spec.renew_every:g}s (ttl {spec.ttl}s); {watching}; {idle}")
-        return self.describe(spec.key)
 
     def _add(self, spec: LaneSpec, resolved: backends.Resolved, *, due_now: bool, touched: float) -> None:
         key = spec.key
@@ -676,7 +558,42 @@ class LaneKeeper:
         self._mark_dirty()
         return out
 
+    def backend_of(self, agent_id: str, backend_key: str | None) -> backends.Resolved | None:
+        """The selection a listed lane (agent id, descriptor key) renews against."""
+        return self.resolved.get(f"{backend_key}|{agent_id}")
+
     # ---- introspection -----------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        """Live and failing lanes, for the doctor."""
+        live = [lane for lane in self.schedule.lanes.values() if lane.live]
+        failing = [lane for lane in live if lane.state == "backoff" or lane.failures]
+        return {"available": True, "count": len(live), "failing": len(failing),
+                "failing_lanes": [lane.key for lane in failing][:20]}
+
+    def status_line(self) -> str:
+        live = [lane for lane in self.schedule.lanes.values() if lane.live]
+        failing = [lane for lane in live if lane.state == "backoff"]
+        health: dict[str, str] = {}
+        for lane in live:
+            spec = self.specs.get(lane.key)
+            name = spec.backend.get("kind", "?") if spec else "?"
+            if lane.state == "backoff":
+                health[name] = "failing"
+            else:
+                health.setdefault(name, "ok")
+        backends_text = ", ".join(f"{k} {v}" for k, v in sorted(health.items())) or "none in use"
+        return (f"{len(live)} keep-alive lanes, {len(failing)} failing; backends: {backends_text}"
+                f"; {self._outbox_text()}")
+
+    def _outbox_text(self) -> str:
+        try:
+            summary = self.outbox.summary()
+        except (OSError, ValueError) as exc:
+            return f"outbox: unreadable ({exc})"
+        if not summary["depth"]:
+            return "outbox: empty"
+        return f"outbox: {summary['depth']} queued, oldest {summary['oldest_age_seconds']:.0f}s"
 
     def describe(self, key: str) -> dict[str, Any]:
         spec = self.specs[key]
@@ -724,9 +641,8 @@ class LaneKeeper:
         }
 
     def _outbox_fields(self) -> dict[str, Any]:
-        delivery = getattr(self.d, "delivery", None)
         try:
-            summary = delivery.summary() if delivery is not None else {}
+            summary = self.outbox.summary()
         except (OSError, ValueError):
             summary = {}
         return {"outbox_depth": summary.get("depth"),

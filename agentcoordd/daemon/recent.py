@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from agentcoordd.store.base import Versioned
+from agentcoordd.store.base import Capabilities, Page, Versioned
 
 T = TypeVar("T")
 
@@ -82,8 +82,30 @@ class SharedReads:
         if len(self._fresh) >= MAX_ENTRIES:
             self._fresh.clear()
 
-    def __getattr__(self, attr: str) -> Any:  # name, list, … of the store itself
-        return getattr(self.store, attr)
+    # The rest of the Store protocol goes to the store itself (writes never share).
+
+    @property
+    def name(self) -> str:
+        return self.store.name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.store.capabilities
+
+    async def create(self, path: str, data: Any) -> str:
+        return await self.store.create(path, data)
+
+    async def replace(self, path: str, data: Any, version: str) -> str:
+        return await self.store.replace(path, data, version)
+
+    async def delete(self, path: str, version: str) -> None:
+        await self.store.delete(path, version)
+
+    async def list(self, prefix: str, limit: int | None = None, cursor: str | None = None) -> Page:
+        return await self.store.list(prefix, limit, cursor)
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
 
 
 class RecentReads:

@@ -20,8 +20,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentcoordd.model.backoff import RENEWAL
+
 JITTER = 0.10
-BACKOFF_BASE_SECONDS = 1.0
 DEFAULT_IDLE_TIMEOUT = 2 * 3600.0
 # A loop that slept this much longer than it asked for was suspended.
 SLEEP_SLACK_SECONDS = 5.0
@@ -61,7 +62,7 @@ def backoff_delay(failures: int, ttl: float) -> float:
     could expire, and never waits longer than the lease it protects.
     """
     cap = max(ttl / 4.0, 0.5)
-    return min(BACKOFF_BASE_SECONDS * (2 ** max(failures - 1, 0)), cap)
+    return min(RENEWAL.delay(max(failures, 1)), cap)
 
 
 class Schedule:

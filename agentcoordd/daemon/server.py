@@ -48,8 +48,9 @@ import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agentcoordd import protocol as p
-from agentcoordd.daemon.dispatch import wants_progress
+from agentcoordd.daemon.dispatch import dispatch, wants_progress
 from agentcoordd.daemon.logging import get_logger
+from agentcoordd.daemon.services import Services
 from agentcoordd.store.files import sweep_stale_temps
 
 IDLE_TIMEOUT = 300.0
@@ -152,11 +153,8 @@ class Daemon:
         self._sock: socket.socket | None = None
         self._inode: tuple[int, int] | None = None
         self._stop: anyio.Event | None = None
-        self.services: anyio.abc.TaskGroup | None = None
         self._stop_reason = ""
-        from agentcoordd.daemon.dispatch import Dispatcher
-
-        self.dispatcher = Dispatcher(self)
+        self.svc = Services.build(self, self.state_dir, self.log)
 
     # ---- binding -----------------------------------------------------------------
 
@@ -257,7 +255,7 @@ class Daemon:
             self._stop_reason = reason
             self.log.info("stopping", reason=reason, **fields)
             self._stop.set()
-            self.dispatcher.interrupt_pollers()
+            self.svc.pollers.interrupt()
 
     async def serve(self, ready: Any = None) -> None:
         assert self._sock is not None, "bind() first"
@@ -270,11 +268,9 @@ class Daemon:
             ready()
         async with anyio.create_task_group() as connections:
             async with anyio.create_task_group() as control:
-                self.services = control  # long-lived services started on demand (the dashboard)
                 control.start_soon(self._signals)
                 control.start_soon(self._watch_socket)
-                control.start_soon(self.dispatcher.lanes.run)  # keep-alive renewal loop
-                control.start_soon(self.dispatcher.delivery.run)  # outbox retries (issue 9)
+                self.svc.start(control)  # renewals, outbox retries, services on demand
                 control.start_soon(self._accept, listener, connections)
                 await self._stop.wait()
                 control.cancel_scope.cancel()
@@ -287,8 +283,7 @@ class Daemon:
                 while self.in_flight:
                     await anyio.sleep(0.02)
             connections.cancel_scope.cancel()
-        self.dispatcher.lanes.close()  # final save of the keep-alive lanes
-        await self.dispatcher.pool.aclose()
+        await self.svc.aclose()  # final save of the keep-alive lanes, stores closed
         self.log.info("stopped", reason=self._stop_reason, requests=self.requests)
 
     async def _signals(self) -> None:
@@ -506,7 +501,7 @@ class Daemon:
         try:
             with anyio.CancelScope(shield=True):
                 try:
-                    response = await self.dispatcher.handle(request, progress)
+                    response = await dispatch(request, self.svc, progress)
                 except Exception as exc:  # noqa: BLE001 - one bad request never kills the daemon
                     log.exception("request failed", op=type(request).__name__)
                     response = p.Response(exit_code=p.EXIT_OPERATIONAL,
@@ -519,9 +514,6 @@ class Daemon:
         return response
 
     # ---- introspection -----------------------------------------------------------
-
-    def describe_version(self) -> dict[str, Any]:
-        return {"daemon_version": p.DAEMON_VERSION, "protocol_version": p.PROTOCOL_VERSION}
 
     def describe(self) -> dict[str, Any]:
         return {

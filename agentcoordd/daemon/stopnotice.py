@@ -1,6 +1,6 @@
 """Stop requests reach agents: the notice on claim, heartbeat, release and record-event.
 
-After one of those commands succeeded, the dispatcher asks `StopNotices.annotate`
+After one of those commands succeeded, its handler asks `StopNotices.annotate`
 whether the lane's batch has a stop request. The batch id is the request's
 (`--batch-id`) or, when the request names none, the stored record's (a
 heartbeat keeps its `batch_id`; a release's claim carries it). When
@@ -24,9 +24,11 @@ only a stop written elsewhere can take up to `CACHE_SECONDS` to show.
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Callable
 from typing import Any
+
+import anyio
 
 from agentcoordd import protocol as p
 from agentcoordd.coord import telemetry
@@ -55,19 +57,6 @@ def batch_of(request: Any, payload: Any) -> str | None:
     return None
 
 
-def _fingerprint(root: Any, batch_id: str) -> tuple[int, ...]:
-    stamp: list[int] = []
-    for path, fields in ((f"{root}/events/{batch_id}", ("st_mtime_ns", "st_ino")),
-                         (f"{root}/events/batches/{batch_id}.jsonl", ("st_mtime_ns", "st_size", "st_ino"))):
-        try:
-            st = os.stat(path)
-        except OSError:
-            stamp.extend(-1 for _ in fields)
-            continue
-        stamp.extend(getattr(st, f) for f in fields)
-    return tuple(stamp)
-
-
 class StopNotices:
     """Per-daemon: the stop check and its per-batch cache."""
 
@@ -86,12 +75,12 @@ class StopNotices:
 
     async def state(self, ctx: Ctx, backend_key: Any, batch_id: str) -> dict[str, Any]:
         key = (backend_key, batch_id)
-        root = telemetry.local_root(ctx.store)
+        files = ctx.store.capabilities.files
         # Local roots: an answer stays valid while the batch's event directory and
         # its dashboard JSONL file are unchanged (a new event file changes the
         # directory's mtime) — exact, and independent of how loaded the machine is.
         # Remote stores: a listing is a round trip, so answers live CACHE_SECONDS.
-        stamp = _fingerprint(root, batch_id) if root is not None else None
+        stamp = files.events_fingerprint(batch_id) if files is not None else None
         hit = self._cache.get(key)
         if hit is not None and hit[0] > self.clock() and hit[2] == stamp:
             self.cache_hits += 1
@@ -108,31 +97,27 @@ class StopNotices:
             self._cache[key] = (self.clock() + self.cache_seconds, state, stamp)
         return state
 
-    async def annotate_lanes(self, d: Any, listing: dict[str, Any]) -> None:
+    async def annotate_lanes(self, listing: dict[str, Any],
+                             backend_of: Callable[[str, str | None], Any],
+                             ctx_for: Callable[[Any], Ctx]) -> None:
         """`lanes`: `stop_requested` on every keep-alive lane row (true when its batch has a
-        stop request; false otherwise, also when the check could not be made in time)."""
-        import anyio
-
-        keeper = d.lanes
-        keys = {(spec.agent_id, spec.backend.get("key")): key for key, spec in keeper.specs.items()}
+        stop request; false otherwise, also when the check could not be made in time).
+        `backend_of(agent_id, backend key)` is the lane's selection, `ctx_for` a context on it."""
         answers: dict[tuple[Any, str], bool] = {}
         with anyio.move_on_after(LANES_CHECK_SECONDS):
             for row in listing.get("lanes") or []:
-                key = keys.get((row.get("agent_id"), row.get("backend")))
-                resolved = keeper.resolved.get(key) if key is not None else None
+                resolved = backend_of(row.get("agent_id"), row.get("backend"))
                 batch = row.get("batch_id")
                 if resolved is None or not batch or (resolved.key, batch) in answers:
                     continue
                 answers[(resolved.key, batch)] = False
                 try:
-                    ctx = Ctx(store=d.pool.get(resolved), clock=d.clock)
-                    state = await self.state(ctx, resolved.key, batch)
+                    state = await self.state(ctx_for(resolved), resolved.key, batch)
                 except (CoordError, OSError):
                     continue  # unreadable: not a stop request
                 answers[(resolved.key, batch)] = bool(state.get("stop_requested"))
         for row in listing.get("lanes") or []:
-            key = keys.get((row.get("agent_id"), row.get("backend")))
-            resolved = keeper.resolved.get(key) if key is not None else None
+            resolved = backend_of(row.get("agent_id"), row.get("backend"))
             batch = row.get("batch_id")
             row["stop_requested"] = bool(
                 resolved is not None and batch and answers.get((resolved.key, batch)))

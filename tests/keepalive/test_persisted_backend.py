@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agentcoordd.daemon.backends import Resolved
-from agentcoordd.daemon.credentials import descriptor_key as backend_key
-from agentcoordd.daemon.keeper import persisted_backend, resolve_persisted
+from agentcoordd.daemon.descriptors import descriptor_key as backend_key
+from agentcoordd.daemon.descriptors import persisted_backend, resolve_persisted
 from agentcoordd.daemon.lanes import LaneRegistry, LaneSpec
 
 

@@ -1,5 +1,5 @@
-"""The daemon side of `doctor`: gather the facts coord/doctor.py checks against,
-run it, and add the daemon section (ours, beyond the spec).
+"""doctor: gather the facts coord/doctor.py checks against, run it, and add the
+daemon section (ours, beyond the spec).
 
 Facts gathered here (coord never touches the environment or the filesystem):
 * the backend selection — resolved exactly as every other command resolves it
@@ -27,7 +27,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -35,11 +35,10 @@ from agentcoordd import protocol as p
 from agentcoordd.coord import doctor as checks
 from agentcoordd.coord.context import Ctx
 from agentcoordd.daemon import backends, envfiles
+from agentcoordd.daemon.call import Call
+from agentcoordd.daemon.services import Services
 from agentcoordd.model.errors import CoordError, OperationalError, UsageError
 from agentcoordd.model.identity import Identity, resolve_identity
-
-if TYPE_CHECKING:
-    from agentcoordd.daemon.dispatch import Dispatcher
 
 STACK_SELECTOR_ERROR = (
     "doctor --stack-json requires exactly one of --state-root, --api-url, --etcd-endpoints, "
@@ -60,7 +59,7 @@ def _usage(stack: bool, message: str) -> p.Response:
     return p.Response(exit_code=p.EXIT_STACK_USAGE if stack else p.EXIT_USAGE, error=message)
 
 
-async def handle(d: Dispatcher, request: p.Doctor) -> p.Response:
+async def handle(request: p.Doctor, svc: Services, call: Call) -> p.Response:
     env = dict(request.caller.env)
     cwd = request.caller.cwd
     selection = request.selection
@@ -81,7 +80,7 @@ async def handle(d: Dispatcher, request: p.Doctor) -> p.Response:
     store = None
     if facts.error is None and resolved is not None:
         try:
-            store = d.pool.get(resolved)
+            store = svc.pool.get(resolved)
         except CoordError as exc:
             facts = _replace(facts, error=exc.message)
     identity, identity_error = _identity(env, resolved)
@@ -91,7 +90,7 @@ async def handle(d: Dispatcher, request: p.Doctor) -> p.Response:
     budget = None
     if request.timeout is not None and request.timeout > REPORT_MARGIN * 2:
         budget = request.timeout - REPORT_MARGIN - 0.5
-    ctx = Ctx(store=store, clock=d.clock, identity=identity)  # type: ignore[arg-type]
+    ctx = Ctx(store=store, clock=svc.clock, identity=identity)  # type: ignore[arg-type]
     report = await checks.doctor(ctx, facts, deep=request.deep, prefixes=list(request.prefixes),
                                  client_version=request.client_version, budget=budget)
     warnings.extend(ctx.warnings)
@@ -100,7 +99,7 @@ async def handle(d: Dispatcher, request: p.Doctor) -> p.Response:
     payload = {
         "report": checks.legacy_report(report),
         "stack": checks.stack_report(report, daemon_version=p.DAEMON_VERSION),
-        "daemon": await daemon_section(d, request, env),
+        "daemon": await daemon_section(svc, request, env),
     }
     exit_code = (checks.stack_exit(payload["stack"]) if stack else checks.legacy_exit(report))
     return p.Response(exit_code=exit_code, payload=payload, warnings=warnings, notices=notices)
@@ -219,9 +218,8 @@ def split_brain_env_file(files: list[envfiles.EnvFile]) -> str | None:
 # ---- the daemon section ----------------------------------------------------------
 
 
-async def daemon_section(d: Dispatcher, request: p.Doctor, env: Mapping[str, str]) -> dict[str, Any]:
-    daemon = d.daemon
-    described = daemon.describe()
+async def daemon_section(svc: Services, request: p.Doctor, env: Mapping[str, str]) -> dict[str, Any]:
+    described = svc.server.describe()
     client_version = request.client_version or None
     return {
         "socket": described.get("socket"),
@@ -232,36 +230,19 @@ async def daemon_section(d: Dispatcher, request: p.Doctor, env: Mapping[str, str
         "protocol": p.PROTOCOL_VERSION,
         "uptime_seconds": described.get("uptime_seconds"),
         "state_dir": described.get("state_dir"),
-        "lanes": lanes_summary(d),
-        "outbox": outbox_summary(d),
+        "lanes": svc.keeper.health(),
+        "outbox": outbox_summary(svc, described.get("state_dir") or ""),
         "service": await service_summary(env),
         "configured_backend": configured_backend(env, request.caller.cwd),
         "env_files": env_files(env),
     }
 
 
-def lanes_summary(d: Any) -> dict[str, Any]:
-    """Keep-alive lanes, read defensively: the lane keeper may not be built in."""
-    holders = [getattr(d, "lanes", None), getattr(d.daemon, "lanes", None),
-               getattr(d.daemon, "keeper", None)]
-    for holder in holders:
-        schedule = getattr(holder, "schedule", None)
-        lanes = getattr(schedule, "lanes", None)
-        if isinstance(lanes, dict):
-            live = [lane for lane in lanes.values() if getattr(lane, "live", True)]
-            failing = [lane for lane in live
-                       if getattr(lane, "state", "") == "backoff" or getattr(lane, "failures", 0)]
-            return {"available": True, "count": len(live), "failing": len(failing),
-                    "failing_lanes": [getattr(lane, "key", "?") for lane in failing][:20]}
-    return {"available": False, "count": 0, "failing": 0, "failing_lanes": []}
-
-
-def outbox_summary(d: Any) -> dict[str, Any]:
+def outbox_summary(svc: Services, state_dir: str) -> dict[str, Any]:
     try:
-        return d.delivery.summary()
+        return svc.outbox.summary()
     except Exception as exc:  # noqa: BLE001 - the doctor reports, never crashes
-        return {"path": os.path.join(d.daemon.state_dir, "outbox.jsonl"), "depth": None,
-                "error": str(exc)}
+        return {"path": os.path.join(state_dir, "outbox.jsonl"), "depth": None, "error": str(exc)}
 
 
 def _unit_files(home: str) -> tuple[str | None, list[str]]:

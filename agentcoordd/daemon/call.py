@@ -1,0 +1,91 @@
+"""One request in the daemon: the caller's backend, the use case's context, and
+what the reply carries besides the payload (warnings, notices, events to queue).
+
+A handler reads top to bottom: `backend()`, `context()`, then its use case in
+`events_to_outbox(...)` (events the backend did not take are queued durably
+before the reply), then `reply()`. A plain read or write is `use_case(...)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from agentcoordd import protocol as p
+from agentcoordd.coord.context import Ctx
+from agentcoordd.daemon import backends
+from agentcoordd.daemon.services import Services
+from agentcoordd.model.identity import resolve_identity
+
+Progress = Callable[[p.Progress], None]
+
+
+class Call:
+    def __init__(self, request: Any, svc: Services, progress: Progress | None = None) -> None:
+        self.request = request
+        self.svc = svc
+        self.progress = progress
+        self.notices: list[str] = []
+        self.warnings: list[str] = []
+
+    def backend(self, *, write: bool) -> backends.Resolved:
+        """The caller's backend (DESIGN.md "Backend selection"); its token is learned
+        for the outbox and resumed lanes (memory only)."""
+        caller = self.request.caller
+        resolved = backends.resolve(self.request.selection, caller.env, caller.cwd, write=write)
+        self.svc.credentials.learn(resolved)
+        self.notices.extend(resolved.notices)
+        self.warnings.extend(resolved.warnings)
+        return resolved
+
+    def context(self, resolved: backends.Resolved, *, shared_reads: bool = False) -> Ctx:
+        store = self.svc.pool.get(resolved)
+        if shared_reads:
+            store = self.svc.shared_reads.reads_of(store)
+        identity = resolve_identity(self.request.caller.env, fallback_machine=resolved.machine_id)
+        return Ctx(store=store, clock=self.svc.clock, identity=identity, stamps=self.svc.stamps)
+
+    async def agent_write(self, agent_id: str | None) -> tuple[backends.Resolved, Ctx]:
+        """The backend and context of an agent's write; the call touches the agent's
+        keep-alive lane (idle timer, fence warning) before anything is written."""
+        resolved = self.backend(write=True)
+        ctx = self.context(resolved)
+        await self.svc.keeper.touch(resolved, agent_id, self.warnings)
+        return resolved, ctx
+
+    async def outcome(self, ctx: Ctx, work: Awaitable[Any]) -> Any:
+        """The use case's payload as wire data; its warnings join the reply's (also when it fails)."""
+        try:
+            return msgspec.to_builtins(await work)
+        finally:
+            self.warnings.extend(ctx.warnings)
+            ctx.warnings.clear()
+
+    @contextlib.asynccontextmanager
+    async def events_to_outbox(self, ctx: Ctx, resolved: backends.Resolved) -> AsyncIterator[None]:
+        """Undeliverable lifecycle events go to the durable outbox before any reply."""
+        try:
+            yield
+        finally:
+            self.warnings.extend(ctx.warnings)
+            ctx.warnings.clear()
+            await self.svc.outbox.queue(ctx.undelivered, resolved, self.warnings)
+
+    def reply(self, payload: Any, exit_code: int = 0) -> p.Response:
+        if isinstance(payload, dict) and isinstance(payload.get("exit_code"), int):
+            exit_code = payload.pop("exit_code")  # a use case that reports its own (batch-audit)
+        return p.Response(exit_code=exit_code, payload=payload, warnings=self.warnings,
+                          notices=self.notices)
+
+    async def use_case(self, function: Callable[..., Awaitable[Any]], *, write: bool,
+                       shared_reads: bool = False, poll: bool = False, **kwargs: Any) -> p.Response:
+        """A use case that needs nothing but its context: resolve, run, reply."""
+        resolved = self.backend(write=write)
+        ctx = self.context(resolved, shared_reads=shared_reads)
+        async with self.events_to_outbox(ctx, resolved):
+            work = function(ctx, **kwargs)
+            payload = await self.outcome(ctx, self.svc.pollers.run(work) if poll else work)
+        return self.reply(payload)

@@ -1,0 +1,41 @@
+"""claim: acquire or renew a lease; with --keep-alive also the lane's first
+heartbeat and its registration for renewal by the daemon."""
+
+from __future__ import annotations
+
+from agentcoordd import protocol as p
+from agentcoordd.coord.claims import claim
+from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.heartbeats import heartbeat
+from agentcoordd.coord.keepalive import Fence
+from agentcoordd.daemon import keeper
+from agentcoordd.daemon.call import Call
+from agentcoordd.daemon.services import Services
+
+
+async def handle(req: p.Claim, svc: Services, call: Call) -> p.Response:
+    if req.keep_alive is not None:
+        keeper.check_flags(req.keep_alive, keeper.lane_ttl(req.keep_alive, claim=True))
+    resolved, ctx = await call.agent_write(req.agent_id)
+    async with call.events_to_outbox(ctx, resolved):
+        payload = await call.outcome(ctx, claim(
+            ctx, agent_id=req.agent_id, repo=req.repo, target=req.target, batch_id=req.batch_id,
+            branch=req.branch, ttl=req.ttl, meta=req.meta))
+        await svc.stop_notices.annotate(req, ctx, resolved.key, payload, call.notices)
+        record = payload["claim"]
+        if req.keep_alive is None:
+            svc.keeper.refence(resolved, req.agent_id, record)
+        else:
+            ttl = keeper.lane_ttl(req.keep_alive, claim=True)
+            # The lane's heartbeat, written now: renewal keeps it fresh from here.
+            beat_ctx = Ctx(store=ctx.store, clock=ctx.clock, identity=ctx.identity)
+            await call.outcome(beat_ctx, heartbeat(
+                beat_ctx, agent_id=req.agent_id, repo=req.repo, target=req.target,
+                batch_id=record.get("batch_id"), branch=record.get("branch"), ttl=ttl,
+                meta=req.meta))
+            ctx.undelivered.extend(beat_ctx.undelivered)
+            payload["keep_alive"] = svc.keeper.register(
+                req, resolved, ttl=ttl, repo=req.repo, target=req.target,
+                batch_id=record.get("batch_id"), fence=Fence.of(record), warnings=call.warnings,
+                notices=call.notices)
+    return call.reply(payload)

@@ -1,0 +1,77 @@
+"""The daemon's services: built once at start, passed to every request handler.
+
+No component looks another up: each gets what it uses when it is built here,
+and a handler reaches them through the one `Services` object it is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio.abc
+
+from agentcoordd.coord.closeout import StampQueue
+from agentcoordd.daemon.backends import StorePool
+from agentcoordd.daemon.background import Background, Pollers
+from agentcoordd.daemon.clock import SystemClock
+from agentcoordd.daemon.credentials import Credentials
+from agentcoordd.daemon.dashboard_host import DashboardHost
+from agentcoordd.daemon.delivery import Delivery
+from agentcoordd.daemon.keeper import LaneKeeper
+from agentcoordd.daemon.recent import RecentReads
+from agentcoordd.daemon.stopnotice import StopNotices
+
+
+class ServerControl(Protocol):
+    """What handlers may ask of the server: describe it, stop it."""
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def request_stop(self, reason: str, **fields: Any) -> None: ...
+
+
+@dataclass
+class Services:
+    server: ServerControl
+    log: Any
+    clock: SystemClock
+    pool: StorePool
+    credentials: Credentials  # callers' tokens, in memory only
+    outbox: Delivery  # the durable event outbox and its delivery
+    keeper: LaneKeeper  # keep-alive lanes and their renewal loop
+    stop_notices: StopNotices  # stop requests reach agents
+    shared_reads: RecentReads  # concurrent waiters share their polls' reads
+    stamps: StampQueue  # concurrent closeouts of a batch share one manifest write
+    dashboards: DashboardHost
+    pollers: Pollers
+    background: Background
+
+    @classmethod
+    def build(cls, server: ServerControl, state_dir: str, log: Any) -> Services:
+        clock = SystemClock()
+        pool = StorePool()
+        credentials = Credentials()
+        outbox = Delivery(pool=pool, credentials=credentials, state_dir=state_dir, log=log)
+        keeper = LaneKeeper(pool=pool, clock=clock, credentials=credentials, outbox=outbox,
+                            state_dir=state_dir, log=log)
+        stop_notices = StopNotices()
+        background = Background()
+        return cls(server=server, log=log, clock=clock, pool=pool, credentials=credentials,
+                   outbox=outbox, keeper=keeper, stop_notices=stop_notices,
+                   shared_reads=RecentReads(), stamps=StampQueue(),
+                   dashboards=DashboardHost(pool=pool, clock=clock, stop_notices=stop_notices,
+                                            background=background, log=log),
+                   pollers=Pollers(), background=background)
+
+    def start(self, tasks: anyio.abc.TaskGroup) -> None:
+        """The loops that run for the daemon's lifetime, in the server's task group."""
+        self.background.attach(tasks)
+        tasks.start_soon(self.keeper.run)  # keep-alive renewals
+        tasks.start_soon(self.outbox.run)  # outbox retries
+
+    async def aclose(self) -> None:
+        """After the last request: the final lanes save, then close the stores."""
+        self.background.attach(None)
+        self.keeper.close()
+        await self.pool.aclose()
