@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Optional
 
-import typer
-
-from agentcoordctl import render
-from agentcoordctl.options import (
-    ApiUrl, EtcdEndpoints, Json, LegacyBackend, StateRoot, SyntheticKind, fail, run, selection,
-)
+from agentcoordctl import render, spec
+from agentcoordctl.options import BACKEND, BATCH_ID_REQUIRED, JSON, fail, run
+from agentcoordctl.spec import REQUIRED, Opt
 from agentcoordd import protocol as p
-
-
-def register(app: typer.Typer) -> None:
-    app.command("register-batch")(register_batch)
-    app.command("batch-audit")(batch_audit)
 
 
 def read_input(path: str, what: str, cap: int) -> bytes:
@@ -39,17 +30,8 @@ def read_input(path: str, what: str, cap: int) -> bytes:
     return data
 
 
-def register_batch(
-    file: Annotated[str, typer.Option("--file", metavar="PATH", help="Batch manifest JSON (- for stdin).")],
-    launch_prompt: Annotated[Optional[str], typer.Option(
-        "--launch-prompt", metavar="PATH|-",
-        help="Attach the exact coordination prompt from PATH (- for stdin).")] = None,
-    synthetic: Annotated[bool, typer.Option("--synthetic", help="Batch-level synthetic provenance.")] = False,
-    synthetic_kind: SyntheticKind = None,
-    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
-    backend: LegacyBackend = None,
-) -> None:
-    """Validate and write a batch manifest to batches/<batch-id>.json."""
+def register_batch(*, file: str, launch_prompt: str | None, synthetic: bool,
+                   synthetic_kind: str | None, selection: p.Selection) -> None:
     if file == "-" and launch_prompt == "-":
         raise fail("--file - and --launch-prompt - cannot both read stdin", p.EXIT_USAGE)
     manifest = read_input(file, "manifest", p.MANIFEST_CAP)
@@ -62,18 +44,26 @@ def register_batch(
             raise fail(f"launch prompt {launch_prompt} is not valid UTF-8", p.EXIT_USAGE) from None
     source = file if file == "-" else os.path.abspath(file)
     run(p.RegisterBatch(manifest=manifest, launch_prompt=prompt, synthetic=synthetic,
-                        synthetic_kind=synthetic_kind, source=source,
-                        selection=selection(state_root, api_url, etcd_endpoints, backend)),
+                        synthetic_kind=synthetic_kind, source=source, selection=selection),
         text=render.register_batch)
 
 
-def batch_audit(
-    batch_id: Annotated[str, typer.Option("--batch-id", metavar="ID", help="Batch id.")],
-    json: Json = False,
-    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
-    backend: LegacyBackend = None,
-) -> None:
-    """Telemetry-completeness gate: exit 0 complete, 1 incomplete, 2 unknown."""
-    run(p.BatchAudit(batch_id=batch_id,
-                     selection=selection(state_root, api_url, etcd_endpoints, backend)),
-        as_json=json, text=render.batch_audit)
+def batch_audit(*, batch_id: str, json: bool, selection: p.Selection) -> None:
+    run(p.BatchAudit(batch_id=batch_id, selection=selection), as_json=json, text=render.batch_audit)
+
+
+COMMANDS = (
+    spec.Command(
+        ("register-batch",), "Validate and write a batch manifest to batches/<batch-id>.json.",
+        (Opt("--file", "file", default=REQUIRED, metavar="PATH",
+             help="Batch manifest JSON (- for stdin)."),
+         Opt("--launch-prompt", "launch_prompt", metavar="PATH|-",
+             help="Attach the exact coordination prompt from PATH (- for stdin)."),
+         Opt("--synthetic", "synthetic", "flag", help="Batch-level synthetic provenance."),
+         Opt("--synthetic-kind", "synthetic_kind", metavar="KIND", help="simulation, smoke, …"),
+         BACKEND),
+        register_batch),
+    spec.Command(
+        ("batch-audit",), "Telemetry-completeness gate: exit 0 complete, 1 incomplete, 2 unknown.",
+        (BATCH_ID_REQUIRED, JSON, BACKEND), batch_audit),
+)

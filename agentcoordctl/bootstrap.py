@@ -12,11 +12,12 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
+from agentcoordctl import spec
+from agentcoordctl.spec import Exit, Opt
 
-COMMANDS = ("agentcoordctl", "agent-coord")
+PROGRAMS = ("agentcoordctl", "agent-coord")
 PROFILE_MARKER = "# added by agentcoordctl bootstrap"
 
 
@@ -52,7 +53,7 @@ def bootstrap(
 ) -> int:
     target_dir = (install_dir or home / ".local" / "bin").expanduser()
     target_dir.mkdir(parents=True, exist_ok=True)
-    for name in COMMANDS:
+    for name in PROGRAMS:
         link = target_dir / name
         if link.is_symlink() and os.readlink(link) == str(program):
             say(f"unchanged {link} -> {program}")
@@ -82,24 +83,25 @@ def bootstrap(
 # ---- the command -------------------------------------------------------------------
 
 
-def register(app: Any) -> None:
-    app.command("bootstrap")(bootstrap_command)
-
-
-def bootstrap_command(
-    install_dir: Annotated[Optional[Path], typer.Option(
-        "--install-dir", metavar="PATH", help="Where the commands go (default ~/.local/bin).")] = None,
-    profile: Annotated[Optional[Path], typer.Option(
-        "--profile", metavar="PATH", help="Shell profile to extend (default: by $SHELL).")] = None,
-    no_profile: Annotated[bool, typer.Option("--no-profile", help="Do not touch any shell profile.")] = False,
-) -> None:
-    """Put agentcoordctl and the `agent-coord` compatibility command on PATH (idempotent)."""
+def bootstrap_command(*, install_dir: str | None, profile: str | None, no_profile: bool) -> None:
     try:
         program = installed_program()
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(2) from None
-    code = bootstrap(home=Path(os.path.expanduser("~")), install_dir=install_dir, profile=profile,
+        raise Exit(2) from None
+    code = bootstrap(home=Path(os.path.expanduser("~")),
+                     install_dir=Path(install_dir) if install_dir else None,
+                     profile=Path(profile) if profile else None,
                      no_profile=no_profile, program=program, shell=os.environ.get("SHELL"),
                      say=lambda line: print(line, flush=True))
-    raise typer.Exit(code)
+    raise Exit(code)
+
+
+COMMANDS = (spec.Command(
+    ("bootstrap",), "Put agentcoordctl and the `agent-coord` compatibility command on PATH "
+    "(idempotent).",
+    (Opt("--install-dir", "install_dir", metavar="PATH",
+         help="Where the commands go (default ~/.local/bin)."),
+     Opt("--profile", "profile", metavar="PATH", help="Shell profile to extend (default: by $SHELL)."),
+     Opt("--no-profile", "no_profile", "flag", help="Do not touch any shell profile.")),
+    bootstrap_command),)

@@ -1,10 +1,12 @@
 """`agentcoordctl`: the thin client agents run; same commands, flags and exit
 codes as `agent-coord`.
 
-Start-up time is the product here (an agent pays it on every call), so only
-the invoked command's module is imported and registered; `--help` without a
-command registers them all. Usage errors exit 1 as the spec says (click's
-default is 2).
+Start-up time is the product here (an agent pays it on every call): only the
+invoked command's module is imported, and its declaration (agentcoordctl/spec.py)
+is parsed without typer. Help, and any argument list the fast parser does not
+take, go to the typer app built from the same declarations (typer_app.py),
+which prints help or the usage error; usage errors exit 1 as the spec says
+(click's default is 2).
 """
 
 from __future__ import annotations
@@ -13,14 +15,13 @@ import importlib
 import os
 import sys
 import traceback
-from typing import Annotated, Any, Optional
+from collections.abc import Sequence
+from typing import Any
 
-import typer
+from agentcoordctl import output, spec
+from agentcoordctl.options import TIMEOUT, Globals
 
-from agentcoordctl import output
-from agentcoordctl.options import Globals, positive_seconds
-
-# command name -> module whose register(app) adds it
+# command name -> module whose COMMANDS declare it
 COMMANDS = {
     "claim": "agentcoordctl.claims",
     "release": "agentcoordctl.claims",
@@ -47,49 +48,102 @@ COMMANDS = {
     "bootstrap": "agentcoordctl.bootstrap",
     "validate": "agentcoordctl.validate",
 }
-GLOBAL_OPTIONS_WITH_VALUE = ("--timeout",)
 CLICK_USAGE_EXIT = 2  # typer's usage errors (bad option, missing value) carry click's code
 
 
-def _callback(
-    timeout: Annotated[Optional[float], typer.Option(
-        "--timeout", metavar="SECONDS", parser=positive_seconds,
-        help="Bound every call (default: $AGENT_COORD_TIMEOUT or 30).")] = None,
-) -> None:
-    """agentcoordctl: coordinate AI coding agents through the per-machine agentcoordd."""
-    if timeout is not None:
-        Globals.timeout = timeout
+def declarations(name: str | None = None) -> list[spec.Command]:
+    """The commands of one name (its module's), or of every module."""
+    modules = [COMMANDS[name]] if name in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    found: list[spec.Command] = []
+    for module in modules:
+        found.extend(importlib.import_module(module).COMMANDS)
+    return found
 
 
-def _invoked(args: list[str]) -> str | None:
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        if arg in GLOBAL_OPTIONS_WITH_VALUE:
-            skip = True
-            continue
-        if arg.startswith("-"):
-            continue
-        return arg
+def split_globals(args: Sequence[str]) -> tuple[dict[str, Any], list[str]] | None:
+    """(app-level options, the words from the command on); None: typer must look."""
+    values: dict[str, Any] = {}
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        name, eq, text = args[i].partition("=")
+        if name != TIMEOUT.name:
+            return None  # help, --version, an unknown option: typer answers
+        if not eq:
+            if i + 1 >= len(args):
+                return None
+            i += 1
+            text = args[i]
+        try:
+            values[TIMEOUT.dest] = spec.convert(TIMEOUT, text)
+        except spec.UsageProblem:
+            return None
+        i += 1
+    return values, list(args[i:])
+
+
+def find(words: Sequence[str]) -> tuple[spec.Command, list[str]] | None:
+    """The declared command the words name, and the words after its name."""
+    if not words or words[0] not in COMMANDS:
+        return None
+    for command in declarations(words[0]):
+        size = len(command.path)
+        if tuple(words[:size]) == command.path:
+            return command, list(words[size:])
     return None
 
 
-def build_app(command: str | None = None) -> typer.Typer:
-    app = typer.Typer(
-        name="agentcoordctl",
-        add_completion=False,
-        no_args_is_help=True,
-        pretty_exceptions_enable=False,
-        rich_markup_mode=None,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-    app.callback()(_callback)
-    modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
-    for name in modules:
-        importlib.import_module(name).register(app)
-    return app
+def fast(args: list[str]) -> int | None:
+    """Parse and run without typer; None when typer must handle the argument list."""
+    split = split_globals(args)
+    if split is None:
+        return None
+    global_values, words = split
+    found = find(words)
+    if found is None:
+        return None
+    command, rest = found
+    try:
+        values = spec.parse(command, rest)
+    except spec.UsageProblem:
+        return None
+    Globals.timeout = global_values.get(TIMEOUT.dest, Globals.timeout)
+    return _ran(command.run(**values))
+
+
+def with_typer(args: list[str]) -> int:
+    """Help, and every argument list the fast parser refused: typer parses and prints."""
+    import typer
+
+    from agentcoordctl import typer_app
+
+    words = (split_globals(args) or ({}, args))[1]
+    name = words[0] if words else None
+    app = typer_app.build(declarations(name), TIMEOUT, _set_timeout)
+    found = find(words)
+    try:
+        rv = typer.main.get_command(app).main(args, prog_name="agentcoordctl",
+                                               standalone_mode=False)
+    except typer.TyperException as exc:
+        code = getattr(exc, "exit_code", 1)
+        if code == CLICK_USAGE_EXIT:  # click would exit 2; the spec says 1
+            print(usage_line(exc), file=sys.stderr)
+            usage_exit = found[0].usage_exit if found else None
+            return usage_exit(args) if usage_exit else 1
+        print(f"agentcoordctl: {exc.format_message()}", file=sys.stderr)
+        return code
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        return 1
+    return _ran(rv)
+
+
+def _set_timeout(value: float | None) -> None:
+    if value is not None:
+        Globals.timeout = value
+
+
+def _ran(rv: Any) -> int:
+    return rv if isinstance(rv, int) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,18 +162,10 @@ def _run(args: list[str]) -> int:
                   "text only)", file=sys.stderr)
             return 1
     try:
-        app = build_app(_invoked(args))
-        rv = typer.main.get_command(app).main(args, prog_name="agentcoordctl",
-                                               standalone_mode=False)
-    except typer.TyperException as exc:
-        if getattr(exc, "exit_code", 1) == CLICK_USAGE_EXIT:  # click would exit 2; the spec says 1
-            print(usage_line(exc), file=sys.stderr)
-            return 1
-        print(f"agentcoordctl: {exc.format_message()}", file=sys.stderr)
-        return getattr(exc, "exit_code", 1)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        return 1
+        code = fast(args)
+        return with_typer(args) if code is None else code
+    except spec.Exit as done:
+        return done.code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -130,12 +176,11 @@ def _run(args: list[str]) -> int:
         print(f"agentcoordctl: internal error: {type(exc).__name__}: {detail}; coordination state "
               "is UNKNOWN (AGENT_COORD_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2
-    return rv if isinstance(rv, int) else 0
 
 
 def usage_line(exc: Any) -> str:
     """One line instead of click's Usage/Try/Error block: what is wrong and where help is."""
-    where = exc.ctx.command_path if exc.ctx is not None else "agentcoordctl"
+    where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "agentcoordctl"
     message = " ".join(exc.format_message().split())
     return f"{where}: {message} (see '{where} -h')"
 

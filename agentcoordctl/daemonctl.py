@@ -4,38 +4,28 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Annotated
 
-import typer
-
-from agentcoordctl import client, render
-from agentcoordctl.options import Json, dump_json, fail, send, show
+from agentcoordctl import client, render, spec
+from agentcoordctl.options import JSON, dump_json, fail, send, show
+from agentcoordctl.spec import Arg, Exit
 from agentcoordd import protocol as p
 
 STOP_WAIT = 10.0
 
 
-def register(app: typer.Typer) -> None:
-    app.command("daemon")(daemon)
-
-
-def daemon(
-    action: Annotated[str, typer.Argument(metavar="status|stop", help="status or stop.")],
-    json: Json = False,
-) -> None:
-    """Is agentcoordd running (status), or stop it gracefully (stop). Never starts one."""
+def daemon(*, action: str, json: bool) -> None:
     path = client.socket_path()
     if action not in ("status", "stop"):
         raise fail(f"unknown daemon action: {action} (expected: status or stop)", p.EXIT_USAGE)
     if not client.daemon_running(path):
         if action == "stop":
             print(f"agentcoordd is not running (socket {path})")
-            raise typer.Exit(0)
+            raise Exit(0)
         if json:
             print(dump_json({"running": False, "socket": path}))
         else:
             print(f"agentcoordd is not running (socket {path})")
-        raise typer.Exit(p.EXIT_OPERATIONAL)
+        raise Exit(p.EXIT_OPERATIONAL)
     if action == "status":
         response = send(p.DaemonStatus(), autostart=False, path=path)
         if isinstance(response.payload, dict):
@@ -53,7 +43,7 @@ def daemon(
     else:
         raise fail(f"agentcoordd (pid {pid}) did not stop within {STOP_WAIT:g}s", p.EXIT_OPERATIONAL)
     print(f"agentcoordd stopped (pid {pid})")
-    raise typer.Exit(0)
+    raise Exit(0)
 
 
 def _alive(pid: object) -> bool:
@@ -70,3 +60,8 @@ def _alive(pid: object) -> bool:
             return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+COMMANDS = (spec.Command(
+    ("daemon",), "Is agentcoordd running (status), or stop it gracefully (stop). Never starts one.",
+    (Arg("action", "status|stop", "status or stop."), JSON), daemon),)

@@ -18,9 +18,7 @@ import tempfile
 import time
 from typing import Any
 
-import typer
-
-from agentcoordctl import client
+from agentcoordctl import client, spec
 from agentcoordctl.options import eprint
 from agentcoordd import protocol as p
 from agentcoordd.model.liveness import liveness
@@ -28,10 +26,6 @@ from agentcoordd.model.timefmt import format_ts
 
 REPO, TARGET, HOLDER, CHALLENGER = "demo/widgets", "1", "demo-a", "demo-b"
 START_WAIT = 10.0
-
-
-def register(app: typer.Typer) -> None:
-    app.command("demo")(demo)
 
 
 def _short_tmp() -> str | None:
@@ -150,4 +144,9 @@ def demo() -> None:
         d.stop()
     if d.ok:
         print("demo complete: temporary state root and daemon removed")
-    raise typer.Exit(0 if d.ok else p.EXIT_OPERATIONAL)
+    raise spec.Exit(0 if d.ok else p.EXIT_OPERATIONAL)
+
+
+COMMANDS = (spec.Command(
+    ("demo",), "Isolated walkthrough: live-holder refusal, stale then dead heartbeat, takeover.",
+    (), demo),)

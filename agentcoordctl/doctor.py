@@ -17,17 +17,13 @@ one direct backend selector is required (environment defaults do not count).
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any, Optional
+from collections.abc import Sequence
+from typing import Any
 
-import typer
-from typer import _click
-from typer.core import TyperCommand
-
-from agentcoordctl import client
+from agentcoordctl import client, spec
+from agentcoordctl.options import BACKEND, JSON, Globals, dump_json, eprint
 from agentcoordctl.render import printable
-from agentcoordctl.options import (
-    ApiUrl, EtcdEndpoints, Globals, Json, LegacyBackend, StateRoot, dump_json, eprint, selection,
-)
+from agentcoordctl.spec import Exit, Opt
 from agentcoordd import protocol as p
 
 STACK_SELECTOR_ERROR = (
@@ -36,53 +32,19 @@ STACK_SELECTOR_ERROR = (
 )
 
 
-class DoctorCommand(TyperCommand):
-    """Usage errors under --stack-json are exit 64 (the stack contract), not 1."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        given = list(args)  # click's parser consumes the list it is given
-        try:
-            return super().parse_args(ctx, args)
-        except _click.exceptions.UsageError as exc:
-            if "--stack-json" in given:
-                exc.show()
-                raise typer.Exit(p.EXIT_STACK_USAGE) from None
-            raise
-
-
-def register(app: typer.Typer) -> None:
-    app.command("doctor", cls=DoctorCommand)(doctor)
-
-
-def doctor(
-    json: Json = False,
-    stack_json: Annotated[bool, typer.Option(
-        "--stack-json", help="Component contract v1 for stack aggregators (exit 0/1/2, 64 usage).")
-    ] = False,
-    deep: Annotated[bool, typer.Option(
-        "--deep", help="Read and validate every record; on HTTP also the token's machine and scopes.")
-    ] = False,
-    doctor_prefix: Annotated[Optional[list[str]], typer.Option(
-        "--doctor-prefix", metavar="PREFIX",
-        help="Probe this prefix instead of the default (directory: listed; record path: read).")
-    ] = None,
-    daemon: Annotated[bool, typer.Option(
-        "--daemon", help="Also report agentcoordd: versions, uptime, lanes, outbox, service, "
-        "configured backend.")] = False,
-    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
-    backend: LegacyBackend = None,
-) -> None:
-    """Check backend access and layout (--deep: every record) and this machine's identity."""
+def doctor(*, json: bool, stack_json: bool, deep: bool, doctor_prefix: list[str] | None,
+           daemon: bool, selection: p.Selection) -> None:
+    state_root, api_url = selection.state_root, selection.api_url
+    etcd_endpoints, backend = selection.etcd_endpoints, selection.backend
     if stack_json:
         if json or daemon:
             eprint("doctor: --stack-json cannot be combined with --json or --daemon")
-            raise typer.Exit(p.EXIT_STACK_USAGE)
+            raise Exit(p.EXIT_STACK_USAGE)
         if sum(1 for v in (state_root, api_url, etcd_endpoints, backend) if v) != 1:
             eprint(STACK_SELECTOR_ERROR)
-            raise typer.Exit(p.EXIT_STACK_USAGE)
+            raise Exit(p.EXIT_STACK_USAGE)
     message = p.Doctor(deep=deep, stack=stack_json, prefixes=list(doctor_prefix or []),
-                       client_version=client.CLIENT_VERSION,
-                       selection=selection(state_root, api_url, etcd_endpoints, backend))
+                       client_version=client.CLIENT_VERSION, selection=selection)
     message.caller = client.caller()
     try:
         response, _welcome = client.request(message, timeout=Globals.timeout)
@@ -91,7 +53,7 @@ def doctor(
         if stack_json:
             print(dump_json(unreachable_stack(exc.message, state_root, api_url, etcd_endpoints,
                                               backend, deep)))
-        raise typer.Exit(exc.exit_code) from None
+        raise Exit(exc.exit_code) from None
     for notice in response.notices:
         eprint(notice)
     for warning in response.warnings:
@@ -100,7 +62,7 @@ def doctor(
     if not isinstance(payload, dict):
         if response.error:
             eprint(response.error)
-        raise typer.Exit(response.exit_code)
+        raise Exit(response.exit_code)
     if stack_json:
         print(dump_json(payload["stack"]))
     elif json:
@@ -110,7 +72,7 @@ def doctor(
         print(dump_json(report))
     else:
         print(text(printable(payload["report"]), printable(payload.get("daemon")) if daemon else None))
-    raise typer.Exit(response.exit_code)
+    raise Exit(response.exit_code)
 
 
 # ---- text ------------------------------------------------------------------------
@@ -279,3 +241,25 @@ def unreachable_stack(error: str, state_root: str | None, api_url: str | None,
              "guidance": None},
         ],
     }
+
+
+def _usage_exit(argv: Sequence[str]) -> int:
+    """Usage errors under --stack-json are exit 64 (the stack contract), not 1."""
+    return p.EXIT_STACK_USAGE if "--stack-json" in argv else p.EXIT_USAGE
+
+
+COMMANDS = (spec.Command(
+    ("doctor",), "Check backend access and layout (--deep: every record) and this machine's "
+    "identity.",
+    (JSON,
+     Opt("--stack-json", "stack_json", "flag",
+         help="Component contract v1 for stack aggregators (exit 0/1/2, 64 usage)."),
+     Opt("--deep", "deep", "flag",
+         help="Read and validate every record; on HTTP also the token's machine and scopes."),
+     Opt("--doctor-prefix", "doctor_prefix", "many", metavar="PREFIX",
+         help="Probe this prefix instead of the default (directory: listed; record path: read)."),
+     Opt("--daemon", "daemon", "flag",
+         help="Also report agentcoordd: versions, uptime, lanes, outbox, service, configured "
+         "backend."),
+     BACKEND),
+    doctor, usage_exit=_usage_exit),)

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
-
-from agentcoordctl.options import (
-    ApiUrl, EtcdEndpoints, Json, LegacyBackend, StateRoot, fail, run, selection,
-)
+from agentcoordctl import spec
+from agentcoordctl.options import BACKEND, JSON, fail, run
+from agentcoordctl.spec import Opt
 from agentcoordd import protocol as p
-
-
-def register(app: typer.Typer) -> None:
-    app.command("gc")(gc)
 
 
 def _text(payload: Any) -> str:
@@ -26,24 +20,26 @@ def _text(payload: Any) -> str:
     return "\n".join(lines)
 
 
-def gc(
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
-    execute: Annotated[bool, typer.Option("--execute", help="Archive, compact and expire.")] = False,
-    json: Json = False,
-    hot_days: Annotated[Optional[int], typer.Option("--hot-days", metavar="DAYS")] = None,
-    archive_days: Annotated[Optional[int], typer.Option("--archive-days", metavar="DAYS")] = None,
-    synthetic_hot_days: Annotated[Optional[int], typer.Option("--synthetic-hot-days",
-                                                              metavar="DAYS")] = None,
-    prefix: Annotated[Optional[list[str]], typer.Option(
-        "--prefix", metavar="claims|heartbeats|batches|events",
-        help="Restrict hot-family scans (repeatable).")] = None,
-    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
-    backend: LegacyBackend = None,
-) -> None:
-    """Apply the retention plan: exactly one of --dry-run or --execute."""
+def gc(*, dry_run: bool, execute: bool, json: bool, hot_days: int | None,
+       archive_days: int | None, synthetic_hot_days: int | None, prefix: list[str] | None,
+       selection: p.Selection) -> None:
     if dry_run == execute:
         raise fail("gc requires exactly one of --dry-run or --execute", p.EXIT_USAGE)
     run(p.Gc(execute=execute, hot_days=hot_days, archive_days=archive_days,
              synthetic_hot_days=synthetic_hot_days, prefixes=list(prefix or []),
-             selection=selection(state_root, api_url, etcd_endpoints, backend)),
+             selection=selection),
         as_json=json, text=_text)
+
+
+COMMANDS = (spec.Command(
+    ("gc",), "Apply the retention plan: exactly one of --dry-run or --execute.",
+    (Opt("--dry-run", "dry_run", "flag", help="Print the plan; write nothing."),
+     Opt("--execute", "execute", "flag", help="Archive, compact and expire."),
+     JSON,
+     Opt("--hot-days", "hot_days", "int", metavar="DAYS"),
+     Opt("--archive-days", "archive_days", "int", metavar="DAYS"),
+     Opt("--synthetic-hot-days", "synthetic_hot_days", "int", metavar="DAYS"),
+     Opt("--prefix", "prefix", "many", metavar="claims|heartbeats|batches|events",
+         help="Restrict hot-family scans (repeatable)."),
+     BACKEND),
+    gc),)

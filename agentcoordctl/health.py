@@ -9,16 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
-
-from agentcoordctl.options import (
-    ApiUrl, BatchId, EtcdEndpoints, Json, LegacyBackend, StateRoot, run, selection,
-)
+from agentcoordctl import spec
+from agentcoordctl.options import BACKEND, BATCH_ID, JSON, run
 from agentcoordd import protocol as p
-
-
-def register(app: typer.Typer) -> None:
-    app.command("health")(health)
 
 
 def render(payload: dict[str, Any]) -> str:
@@ -57,12 +50,10 @@ def render(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def health(
-    batch_id: BatchId = None, json: Json = False,
-    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
-    backend: LegacyBackend = None,
-) -> None:
-    """Telemetry health signals and QA per PR: exit 0 clean, 1 warnings, 2 unreadable."""
-    run(p.Health(batch_id=batch_id,
-                 selection=selection(state_root, api_url, etcd_endpoints, backend)),
-        as_json=json, text=render)
+def health(*, batch_id: str | None, json: bool, selection: p.Selection) -> None:
+    run(p.Health(batch_id=batch_id, selection=selection), as_json=json, text=render)
+
+
+COMMANDS = (spec.Command(
+    ("health",), "Telemetry health signals and QA per PR: exit 0 clean, 1 warnings, 2 unreadable.",
+    (BATCH_ID, JSON, BACKEND), health),)

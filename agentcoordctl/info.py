@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-
-from agentcoordctl import client, render
-from agentcoordctl.options import Json, Globals, dump_json, fail, run
+from agentcoordctl import client, render, spec
+from agentcoordctl.options import JSON, Globals, dump_json, fail, run
+from agentcoordctl.spec import Arg
 from agentcoordd import protocol as p
 from agentcoordd.model import records
-
-
-def register(app: typer.Typer) -> None:
-    app.command("version")(version)
-    app.command("config")(config)
 
 
 def client_version_info() -> dict:
@@ -28,8 +20,7 @@ def client_version_info() -> dict:
     }
 
 
-def version(json: Json = False) -> None:
-    """Client and daemon versions (a daemon that is not running is not started)."""
+def version(*, json: bool) -> None:
     payload = client_version_info()
     payload.update(client_version=client.CLIENT_VERSION, protocol_version=p.PROTOCOL_VERSION,
                    daemon_version=None, daemon_pid=None)
@@ -47,11 +38,15 @@ def version(json: Json = False) -> None:
     print(sys_out)
 
 
-def config(
-    action: Annotated[str, typer.Argument(metavar="[show]", help="Only `show`.")] = "show",
-    json: Json = False,
-) -> None:
-    """Runtime defaults, status vocabulary and machine-readable exit codes."""
+def config(*, action: str, json: bool) -> None:
     if action != "show":
         raise fail(f"unknown config action: {action} (expected: show)", p.EXIT_USAGE)
     run(p.ConfigShow(), as_json=json, text=render.config)
+
+
+COMMANDS = (
+    spec.Command(("version",), "Client and daemon versions (a daemon that is not running is not "
+                 "started).", (JSON,), version),
+    spec.Command(("config",), "Runtime defaults, status vocabulary and machine-readable exit codes.",
+                 (Arg("action", "[show]", "Only `show`.", default="show"), JSON), config),
+)

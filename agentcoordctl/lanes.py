@@ -2,35 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
-
-from agentcoordctl.options import Json, OptAgentId, fail, positive_seconds, run
+from agentcoordctl import spec
+from agentcoordctl.options import JSON, OPT_AGENT_ID, fail, positive_seconds, run
+from agentcoordctl.spec import Arg, Group, Opt
 from agentcoordd import protocol as p
 
-KeepAliveFlag = Annotated[bool, typer.Option(
-    "--keep-alive", help="Have agentcoordd renew this lane's heartbeat until the lane ends.",
-    rich_help_panel="Keep-alive")]
-RenewEvery = Annotated[Optional[float], typer.Option(
-    "--renew-every", metavar="SECONDS", help="Renewal interval (default: heartbeat TTL / 3).",
-    rich_help_panel="Keep-alive", parser=positive_seconds)]
-WatchPid = Annotated[Optional[str], typer.Option(
-    "--watch-pid", metavar="PID|auto",
-    help="End renewal when this process exits; auto: the nearest codex/claude ancestor "
-    "(hosts from $AGENT_COORD_AGENT_HOSTS).", rich_help_panel="Keep-alive")]
-IdleTimeout = Annotated[Optional[float], typer.Option(
-    "--idle-timeout", metavar="SECONDS",
-    help="End renewal when no ctl call for this agent came for this long (default 7200).",
-    rich_help_panel="Keep-alive", parser=positive_seconds)]
-HeartbeatTtl = Annotated[Optional[int], typer.Option(
-    "--heartbeat-ttl", metavar="SECONDS",
-    help="TTL of the lane's heartbeat (claim --keep-alive / run; default 900).",
-    rich_help_panel="Keep-alive")]
+KEEP_ALIVE_FLAG = Opt("--keep-alive", "keep_alive", "flag", panel="Keep-alive",
+                      help="Have agentcoordd renew this lane's heartbeat until the lane ends.")
+RENEW_EVERY = Opt("--renew-every", "renew_every", "custom", parse=positive_seconds,
+                  metavar="SECONDS", panel="Keep-alive",
+                  help="Renewal interval (default: heartbeat TTL / 3).")
+WATCH_PID = Opt("--watch-pid", "watch_pid", metavar="PID|auto", panel="Keep-alive",
+                help="End renewal when this process exits; auto: the nearest codex/claude "
+                "ancestor (hosts from $AGENT_COORD_AGENT_HOSTS).")
+IDLE_TIMEOUT = Opt("--idle-timeout", "idle_timeout", "custom", parse=positive_seconds,
+                   metavar="SECONDS", panel="Keep-alive",
+                   help="End renewal when no ctl call for this agent came for this long "
+                   "(default 7200).")
+HEARTBEAT_TTL = Opt("--heartbeat-ttl", "heartbeat_ttl", "int", metavar="SECONDS",
+                    panel="Keep-alive",
+                    help="TTL of the lane's heartbeat (claim --keep-alive / run; default 900).")
 
 
-def keep_alive(enabled: bool, *, renew_every: float | None, watch_pid: str | None,
-               idle_timeout: float | None, heartbeat_ttl: int | None = None) -> p.KeepAlive | None:
+def keep_alive(values: dict[str, Any]) -> p.KeepAlive | None:
+    """The wire form of the keep-alive options (the group's build)."""
+    return keep_alive_request(values["keep_alive"], renew_every=values.get("renew_every"),
+                              watch_pid=values.get("watch_pid"),
+                              idle_timeout=values.get("idle_timeout"),
+                              heartbeat_ttl=values.get("heartbeat_ttl"))
+
+
+# claim --keep-alive sets its lane heartbeat's TTL; heartbeat --keep-alive has --ttl for that.
+KEEP_ALIVE = Group("keep_alive", (KEEP_ALIVE_FLAG, RENEW_EVERY, WATCH_PID, IDLE_TIMEOUT,
+                                  HEARTBEAT_TTL), keep_alive)
+KEEP_ALIVE_HEARTBEAT = Group("keep_alive", (KEEP_ALIVE_FLAG, RENEW_EVERY, WATCH_PID, IDLE_TIMEOUT),
+                             keep_alive)
+
+
+def keep_alive_request(enabled: bool, *, renew_every: float | None, watch_pid: str | None,
+                       idle_timeout: float | None,
+                       heartbeat_ttl: int | None = None) -> p.KeepAlive | None:
     """The wire form of the keep-alive flags; the flags without --keep-alive are a usage error."""
     given = [name for name, value in (("--renew-every", renew_every), ("--watch-pid", watch_pid),
                                       ("--idle-timeout", idle_timeout),
@@ -52,18 +65,7 @@ def keep_alive(enabled: bool, *, renew_every: float | None, watch_pid: str | Non
                        idle_timeout=idle_timeout, heartbeat_ttl=heartbeat_ttl)
 
 
-def register(app: typer.Typer) -> None:
-    app.command("lanes")(lanes)
-
-
-def lanes(
-    action: Annotated[Optional[str], typer.Argument(metavar="[stop]",
-                                                    help="stop: end one agent's lane.")] = None,
-    agent_id: OptAgentId = None,
-    json: Json = False,
-) -> None:
-    """Keep-alive lanes agentcoordd renews (agent, target, batch, last success/error, next due,
-    lag, watched pid, state); `lanes stop --agent-id ID` ends one."""
+def lanes(action: str | None, agent_id: str | None, json: bool) -> None:
     if action is None:
         run(p.Lanes(agent_id=agent_id), as_json=json, text=render_lanes)
     if action != "stop":
@@ -71,6 +73,13 @@ def lanes(
     if not agent_id:
         raise fail("lanes stop needs --agent-id ID", p.EXIT_USAGE)
     run(p.LanesStop(agent_id=agent_id), as_json=json, text=render_stopped)
+
+
+COMMANDS = (spec.Command(
+    ("lanes",), "Keep-alive lanes agentcoordd renews (agent, target, batch, last success/error, "
+    "next due, lag, watched pid, state); `lanes stop --agent-id ID` ends one.",
+    (Arg("action", "[stop]", "stop: end one agent's lane.", default=None), OPT_AGENT_ID, JSON),
+    lanes),)
 
 
 def _age(value: Any) -> str:

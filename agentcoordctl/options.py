@@ -1,5 +1,5 @@
-"""Options shared by several commands, and the one way a command talks to the
-daemon and prints its answer."""
+"""Options shared by several commands — each group declared once (spec.Group) —
+and the one way a command talks to the daemon and prints its answer."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import Any
 
 import msgspec
-import typer
 
 from agentcoordctl import client
 from agentcoordctl.render import printable
+from agentcoordctl.spec import REQUIRED, Exit, Group, Opt
 from agentcoordd import protocol as p
 from agentcoordd.model.records import Metadata
 
 
 class Globals:
-    """Values of the app-level options (set by the app callback)."""
+    """Values of the app-level options (`--timeout` before or after the command)."""
 
     timeout: float | None = None
 
@@ -31,17 +31,17 @@ MAX_SECONDS = 100 * 365 * 86400.0
 
 
 def seconds_at_least(minimum: float, *, strict: bool = False) -> Callable[[str], float]:
-    """The `parser=` of every seconds option: a finite number, at least `minimum`
-    (above it when `strict`). NaN and infinities are usage errors, never a crash later."""
+    """The parser of every seconds option: a finite number, at least `minimum` (above
+    it when `strict`). NaN and infinities are usage errors, never a crash later."""
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
-            raise typer.BadParameter(f"{text!r} is not a number of seconds") from None
+            raise ValueError(f"{text!r} is not a number of seconds") from None
         low_ok = value > minimum if strict else value >= minimum
         if not (math.isfinite(value) and low_ok and value <= MAX_SECONDS):
             bound = f"{'above' if strict else 'at least'} {minimum:g}"
-            raise typer.BadParameter(f"must be a finite number of seconds, {bound}: {text}")
+            raise ValueError(f"must be a finite number of seconds, {bound}: {text}")
         return value
     return parse
 
@@ -49,80 +49,63 @@ def seconds_at_least(minimum: float, *, strict: bool = False) -> Callable[[str],
 seconds = seconds_at_least(0.0)
 positive_seconds = seconds_at_least(0.0, strict=True)
 
-
-# ---- backend selectors ---------------------------------------------------------------
-
-StateRoot = Annotated[Optional[str], typer.Option(
-    "--state-root", metavar="PATH", help="Use this local state root (explicit local backend).")]
-ApiUrl = Annotated[Optional[str], typer.Option(
-    "--api-url", metavar="URL", help="Use the HTTP state API at URL.")]
-EtcdEndpoints = Annotated[Optional[str], typer.Option(
-    "--etcd-endpoints", metavar="URLS", help="Use etcd at these endpoints.")]
-LegacyBackend = Annotated[Optional[str], typer.Option(
-    "--backend", metavar="OWNER/REPO", help="Legacy GitHub backend (not supported: exit 2).")]
+TIMEOUT = Opt("--timeout", "timeout", "custom", parse=positive_seconds, metavar="SECONDS",
+              help="Bound every call (default: $AGENT_COORD_TIMEOUT or 30).")
 
 
-def selection(state_root: str | None, api_url: str | None, etcd_endpoints: str | None,
-              backend: str | None) -> p.Selection:
-    return p.Selection(state_root=state_root, api_url=api_url, etcd_endpoints=etcd_endpoints,
-                       backend=backend)
+# ---- groups: the backend selectors, the metadata options, output -------------------------
+
+BACKEND = Group("selection", (
+    Opt("--state-root", "state_root", metavar="PATH",
+        help="Use this local state root (explicit local backend)."),
+    Opt("--api-url", "api_url", metavar="URL", help="Use the HTTP state API at URL."),
+    Opt("--etcd-endpoints", "etcd_endpoints", metavar="URLS", help="Use etcd at these endpoints."),
+    Opt("--backend", "backend", metavar="OWNER/REPO",
+        help="Legacy GitHub backend (not supported: exit 2)."),
+), lambda v: p.Selection(**v))
+
+_METADATA_HELP = {
+    "thread_handle": ("Chat thread handle.", None), "chat_handle": ("Chat handle.", None),
+    "host": ("Host app or machine.", None), "pr_url": ("Pull request URL.", "URL"),
+    "dashboard_url": ("Dashboard deep link.", "URL"), "operator": ("Operator.", None),
+    "phase": ("Work phase.", None), "generation": ("Lane generation.", None),
+    "instance_id": ("Agent instance id.", None),
+    "synthetic": ("Mark as synthetic (simulation, smoke).", None),
+    "synthetic_kind": ("simulation, smoke, …", "KIND"),
+}
+
+
+def metadata(fields: dict[str, Any]) -> Metadata:
+    """The Metadata Struct from its options (the Struct is the one list of them)."""
+    fields = dict(fields)
+    generation = fields.get("generation")
+    if (isinstance(generation, str) and generation.isascii() and generation.isdigit()
+            and len(generation) < 19):  # an int64 stays an int; a longer one stays text
+        fields["generation"] = int(generation)
+    fields["synthetic"] = True if fields.get("synthetic") else None
+    return Metadata(**fields)
+
+
+METADATA = Group("meta", tuple(
+    Opt("--" + name.replace("_", "-"), name, "flag" if name == "synthetic" else "text",
+        metavar=_METADATA_HELP[name][1], help=_METADATA_HELP[name][0], panel="Metadata")
+    for name in Metadata.__struct_fields__), metadata)
+
+JSON = Opt("--json", "json", "flag", help="Machine-readable JSON on stdout.")
 
 
 # ---- ids and common fields -------------------------------------------------------------
 
-AgentId = Annotated[str, typer.Option("--agent-id", metavar="ID", help="Stable agent id.")]
-OptAgentId = Annotated[Optional[str], typer.Option("--agent-id", metavar="ID", help="Agent id.")]
-Repo = Annotated[str, typer.Option("--repo", metavar="OWNER/REPO", help="Target repository.")]
-OptRepo = Annotated[Optional[str], typer.Option("--repo", metavar="OWNER/REPO",
-                                                help="Target repository.")]
-Target = Annotated[str, typer.Option("--target", metavar="ISSUE_OR_PR", help="Issue or PR.")]
-OptTarget = Annotated[Optional[str], typer.Option("--target", metavar="ISSUE_OR_PR",
-                                                  help="Issue or PR.")]
-BatchId = Annotated[Optional[str], typer.Option("--batch-id", metavar="ID", help="Batch id.")]
-Branch = Annotated[Optional[str], typer.Option("--branch", metavar="BRANCH", help="Work branch.")]
-Ttl = Annotated[Optional[int], typer.Option("--ttl", metavar="SECONDS", help="Lease length.")]
-Json = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
-
-# ---- metadata options (claim, heartbeat, release, record-event) ------------------------
-
-ThreadHandle = Annotated[Optional[str], typer.Option("--thread-handle", help="Chat thread handle.",
-                                                     rich_help_panel="Metadata")]
-ChatHandle = Annotated[Optional[str], typer.Option("--chat-handle", help="Chat handle.",
-                                                   rich_help_panel="Metadata")]
-Host = Annotated[Optional[str], typer.Option("--host", help="Host app or machine.",
-                                             rich_help_panel="Metadata")]
-PrUrl = Annotated[Optional[str], typer.Option("--pr-url", metavar="URL", help="Pull request URL.",
-                                              rich_help_panel="Metadata")]
-DashboardUrl = Annotated[Optional[str], typer.Option("--dashboard-url", metavar="URL",
-                                                     help="Dashboard deep link.",
-                                                     rich_help_panel="Metadata")]
-Operator = Annotated[Optional[str], typer.Option("--operator", help="Operator.",
-                                                 rich_help_panel="Metadata")]
-Phase = Annotated[Optional[str], typer.Option("--phase", help="Work phase.",
-                                              rich_help_panel="Metadata")]
-Generation = Annotated[Optional[str], typer.Option("--generation", help="Lane generation.",
-                                                   rich_help_panel="Metadata")]
-InstanceId = Annotated[Optional[str], typer.Option("--instance-id", help="Agent instance id.",
-                                                   rich_help_panel="Metadata")]
-Synthetic = Annotated[bool, typer.Option("--synthetic", help="Mark as synthetic (simulation, smoke).",
-                                         rich_help_panel="Metadata")]
-SyntheticKind = Annotated[Optional[str], typer.Option("--synthetic-kind", metavar="KIND",
-                                                      help="simulation, smoke, …",
-                                                      rich_help_panel="Metadata")]
-
-
-def metadata(options: dict[str, Any]) -> Metadata:
-    """The metadata options of a command, picked by name from its parameters
-    (`metadata(locals())`): the Metadata Struct is the one list of them."""
-    fields = {name: options.get(name) for name in Metadata.__struct_fields__}
-    generation = fields["generation"]
-    if isinstance(generation, str) and generation.isascii() and generation.isdigit():
-        fields["generation"] = int(generation)
-    fields["synthetic"] = True if fields["synthetic"] else None
-    return Metadata(**fields)
-
-
-# ---- running a request ----------------------------------------------------------------
+AGENT_ID = Opt("--agent-id", "agent_id", default=REQUIRED, metavar="ID", help="Stable agent id.")
+OPT_AGENT_ID = Opt("--agent-id", "agent_id", metavar="ID", help="Agent id.")
+REPO = Opt("--repo", "repo", default=REQUIRED, metavar="OWNER/REPO", help="Target repository.")
+OPT_REPO = Opt("--repo", "repo", metavar="OWNER/REPO", help="Target repository.")
+TARGET = Opt("--target", "target", default=REQUIRED, metavar="ISSUE_OR_PR", help="Issue or PR.")
+OPT_TARGET = Opt("--target", "target", metavar="ISSUE_OR_PR", help="Issue or PR.")
+BATCH_ID = Opt("--batch-id", "batch_id", metavar="ID", help="Batch id.")
+BATCH_ID_REQUIRED = Opt("--batch-id", "batch_id", default=REQUIRED, metavar="ID", help="Batch id.")
+BRANCH = Opt("--branch", "branch", metavar="BRANCH", help="Work branch.")
+TTL = Opt("--ttl", "ttl", "int", metavar="SECONDS", help="Lease length.")
 
 
 def eprint(line: str) -> None:
@@ -134,9 +117,12 @@ def dump_json(payload: Any) -> str:
     return msgspec.json.format(msgspec.json.encode(payload), indent=2).decode("utf-8")
 
 
-def fail(message: str, code: int) -> typer.Exit:
+def fail(message: str, code: int) -> Exit:
     eprint(message)
-    return typer.Exit(code)
+    return Exit(code)
+
+
+# ---- running a request ----------------------------------------------------------------
 
 
 class ProgressPrinter:
@@ -200,7 +186,7 @@ def show(response: p.Response, *, as_json: bool = False,
         if out:
             sys.stdout.write(out + "\n")
             sys.stdout.flush()
-    raise typer.Exit(response.exit_code)
+    raise Exit(response.exit_code)
 
 
 def run(message: Any, *, as_json: bool = False, text: Callable[[Any], str | None] | None = None) -> None:

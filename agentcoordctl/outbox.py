@@ -3,25 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
-
-from agentcoordctl.options import Json, fail, run
+from agentcoordctl import spec
+from agentcoordctl.options import JSON, fail, run
+from agentcoordctl.spec import Arg
 from agentcoordd import protocol as p
 
 
-def register(app: typer.Typer) -> None:
-    app.command("outbox")(outbox)
-
-
-def outbox(
-    action: Annotated[Optional[str], typer.Argument(
-        metavar="[flush]", help="flush: retry every queued event now.")] = None,
-    json: Json = False,
-) -> None:
-    """Events waiting in agentcoordd's durable outbox (path, batch, type, age, attempts,
-    last error); `outbox flush` retries them now."""
+def outbox(*, action: str | None, json: bool) -> None:
     if action is None:
         run(p.OutboxList(), as_json=json, text=render_outbox)
     if action != "flush":
@@ -62,3 +52,10 @@ def render_flush(payload: dict[str, Any]) -> str:
     if payload.get("entries"):
         text += "\n" + render_outbox(payload)
     return text
+
+
+COMMANDS = (spec.Command(
+    ("outbox",), "Events waiting in agentcoordd's durable outbox (path, batch, type, age, "
+    "attempts, last error); `outbox flush` retries them now.",
+    (Arg("action", "[flush]", "flush: retry every queued event now.", default=None), JSON),
+    outbox),)

@@ -16,17 +16,14 @@ import os
 import signal
 import sys
 import time
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-
-from agentcoordctl import client, lanes, render
-from agentcoordctl.lanes import HeartbeatTtl, IdleTimeout, RenewEvery
+from agentcoordctl import client, lanes, render, spec
+from agentcoordctl.lanes import HEARTBEAT_TTL, IDLE_TIMEOUT, RENEW_EVERY
 from agentcoordctl.options import (
-    AgentId, ApiUrl, BatchId, Branch, ChatHandle, DashboardUrl, EtcdEndpoints, Generation, Host,
-    InstanceId, LegacyBackend, Operator, Phase, PrUrl, Repo, StateRoot, Synthetic, SyntheticKind,
-    Target, ThreadHandle, Ttl, eprint, fail, metadata, seconds, selection, send,
+    AGENT_ID, BACKEND, BATCH_ID, BRANCH, METADATA, REPO, TARGET, TTL, eprint, fail, seconds, send,
 )
+from agentcoordctl.spec import Arg, Exit, Opt
 from agentcoordd import protocol as p
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -37,40 +34,21 @@ POLL = 0.05
 LANE_POLL = 2.0
 
 
-def register(app: typer.Typer) -> None:
-    app.command("run", context_settings={"allow_interspersed_args": False})(run_command)
-
-
-def run_command(
-    command: Annotated[list[str], typer.Argument(metavar="-- COMMAND [ARGS]...",
-                                                 help="What to run while holding the claim.")],
-    agent_id: AgentId, repo: Repo, target: Target, batch_id: BatchId = None, branch: Branch = None,
-    ttl: Ttl = None,
-    renew_every: RenewEvery = None, idle_timeout: IdleTimeout = None,
-    heartbeat_ttl: HeartbeatTtl = None,
-    fence_grace: Annotated[float, typer.Option(
-        "--fence-grace", metavar="SECONDS", parser=seconds,
-        help="After a takeover: SIGTERM COMMAND after this long, SIGKILL after as long again.")] = 10.0,
-    done_on_success: Annotated[bool, typer.Option(
-        "--done-on-success", help="Release with --terminal done when COMMAND exits 0.")] = False,
-    thread_handle: ThreadHandle = None, chat_handle: ChatHandle = None, host: Host = None,
-    pr_url: PrUrl = None, dashboard_url: DashboardUrl = None, operator: Operator = None,
-    phase: Phase = None, generation: Generation = None, instance_id: InstanceId = None,
-    synthetic: Synthetic = False, synthetic_kind: SyntheticKind = None,
-    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
-    backend: LegacyBackend = None,
-) -> None:
-    """Claim, run COMMAND with a keep-alive lane watching it, release, exit with its code."""
+def run_command(*, command: list[str], agent_id: str, repo: str, target: str,
+                batch_id: str | None, branch: str | None, ttl: int | None,
+                renew_every: float | None, idle_timeout: float | None,
+                heartbeat_ttl: int | None, fence_grace: float, done_on_success: bool, meta: Any,
+                selection: p.Selection) -> None:
     if not command:
         raise fail("run needs a command: agentcoordctl run … -- COMMAND [ARGS]", p.EXIT_USAGE)
     if fence_grace < 0:
         raise fail("--fence-grace must not be negative", p.EXIT_USAGE)
-    meta = metadata(locals())
-    chosen = selection(state_root, api_url, etcd_endpoints, backend)
+    chosen = selection
 
     child, gate = _fork_gated(command)
-    ka = lanes.keep_alive(True, renew_every=renew_every, watch_pid=str(child),
-                          idle_timeout=idle_timeout or RUN_IDLE_TIMEOUT, heartbeat_ttl=heartbeat_ttl)
+    ka = lanes.keep_alive_request(True, renew_every=renew_every, watch_pid=str(child),
+                                  idle_timeout=idle_timeout or RUN_IDLE_TIMEOUT,
+                                  heartbeat_ttl=heartbeat_ttl)
     try:
         response = send(p.Claim(agent_id=agent_id, repo=repo, target=target, batch_id=batch_id,
                                 branch=branch, ttl=ttl, meta=meta, keep_alive=ka,
@@ -81,7 +59,7 @@ def run_command(
     _report(response, render.claim)
     if response.exit_code != 0:
         _abort(child, gate)
-        raise typer.Exit(response.exit_code)
+        raise Exit(response.exit_code)
 
     for signum in FORWARDED:
         signal.signal(signum, lambda s, _f: _forward(child, s))
@@ -96,11 +74,11 @@ def run_command(
         try:
             released = send(p.Release(agent_id=agent_id, repo=repo, target=target,
                                       terminal=terminal, selection=chosen))
-        except typer.Exit:
+        except Exit:
             released = None
         if released is not None:
             _report(released, render.release)
-    raise typer.Exit(code)
+    raise Exit(code)
 
 
 def _fork_gated(command: list[str]) -> tuple[int, int]:
@@ -200,3 +178,15 @@ def _lane(agent_id: str) -> dict[str, Any] | None:
         return lanes.lane_state(agent_id)
     except client.ClientError:
         return None
+
+
+COMMANDS = (spec.Command(
+    ("run",), "Claim, run COMMAND with a keep-alive lane watching it, release, exit with its code.",
+    (Arg("command", "-- COMMAND [ARGS]...", "What to run while holding the claim.", rest=True),
+     AGENT_ID, REPO, TARGET, BATCH_ID, BRANCH, TTL, RENEW_EVERY, IDLE_TIMEOUT, HEARTBEAT_TTL,
+     Opt("--fence-grace", "fence_grace", "custom", default=10.0, parse=seconds, metavar="SECONDS",
+         help="After a takeover: SIGTERM COMMAND after this long, SIGKILL after as long again."),
+     Opt("--done-on-success", "done_on_success", "flag",
+         help="Release with --terminal done when COMMAND exits 0."),
+     METADATA, BACKEND),
+    run_command, interspersed=False),)

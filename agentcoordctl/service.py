@@ -14,23 +14,20 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
+from agentcoordctl import spec
+from agentcoordctl.spec import Arg, Exit, Opt
 
 LAUNCHD_LABEL = "dev.agentcoord.agentcoordd"
 SYSTEMD_UNITS = ("agentcoordd.socket", "agentcoordd.service")
 
 
-def template_dir() -> Path:
-    """service/ in a checkout, else the copy installed under <prefix>/share."""
-    for candidate in (
-        Path(__file__).resolve().parents[1] / "service",
-        Path(sys.prefix) / "share" / "agentcoord" / "service",
-    ):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("service templates not found (expected service/ next to the package)")
+def template_dir() -> Any:
+    """The unit templates, shipped as package data (agentcoordctl/templates/)."""
+    from importlib.resources import files
+
+    return files("agentcoordctl") / "templates"
 
 
 def default_kind() -> str:
@@ -145,21 +142,7 @@ def apply(plan: Plan, *, remove: bool, dry_run: bool, say: Callable[[str], None]
 # ---- the commands ------------------------------------------------------------------
 
 
-def register(app: Any) -> None:
-    app.command("service")(service)
-
-
-def service(
-    action: Annotated[str, typer.Argument(metavar="install|uninstall|status",
-                                          help="install, uninstall or status.")],
-    env_file: Annotated[Optional[Path], typer.Option(
-        "--env-file", metavar="PATH",
-        help="Private (0600) env file the service reads (default ~/.config/agent-coord/env).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be done; change nothing.")] = False,
-    kind: Annotated[Optional[str], typer.Option(
-        "--kind", metavar="systemd|launchd", help="Service manager (default: this platform's).")] = None,
-) -> None:
-    """Install agentcoordd as a user service (systemd socket activation / launchd KeepAlive)."""
+def service(*, action: str, env_file: str | None, dry_run: bool, kind: str | None) -> None:
     kind = kind or default_kind()
     if kind not in ("systemd", "launchd"):
         _usage(f"--kind must be systemd or launchd: {kind}")
@@ -171,14 +154,14 @@ def service(
     if action == "status":
         command = status_command(kind)
         say("run " + " ".join(command))
-        raise typer.Exit(0 if dry_run else (_run(command) and 2))
+        raise Exit(0 if dry_run else (_run(command) and 2))
     if action == "install":
-        env_path = (env_file or default_env_file(home)).expanduser().absolute()
+        env_path = (Path(env_file) if env_file else default_env_file(home)).expanduser().absolute()
         _check_env_file(env_path, say)
         plan = plan_install(kind, home=home, env_file=env_path)
-        raise typer.Exit(apply(plan, remove=False, dry_run=dry_run, say=say))
+        raise Exit(apply(plan, remove=False, dry_run=dry_run, say=say))
     if action == "uninstall":
-        raise typer.Exit(apply(plan_uninstall(kind, home=home), remove=True, dry_run=dry_run, say=say))
+        raise Exit(apply(plan_uninstall(kind, home=home), remove=True, dry_run=dry_run, say=say))
     _usage(f"unknown service action: {action} (expected install, uninstall or status)")
 
 
@@ -197,4 +180,16 @@ def _check_env_file(path: Path, say: Callable[[str], None]) -> None:
 
 def _usage(message: str) -> None:
     print(message, file=sys.stderr)
-    raise typer.Exit(1)
+    raise Exit(1)
+
+
+COMMANDS = (spec.Command(
+    ("service",), "Install agentcoordd as a user service (systemd socket activation / launchd "
+    "KeepAlive).",
+    (Arg("action", "install|uninstall|status", "install, uninstall or status."),
+     Opt("--env-file", "env_file", metavar="PATH",
+         help="Private (0600) env file the service reads (default ~/.config/agent-coord/env)."),
+     Opt("--dry-run", "dry_run", "flag", help="Print what would be done; change nothing."),
+     Opt("--kind", "kind", metavar="systemd|launchd",
+         help="Service manager (default: this platform's).")),
+    service),)

@@ -17,59 +17,37 @@ Everything heavy (subprocess, anyio, httpx) is imported inside the functions.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
-
-import typer
-
+from agentcoordctl import spec
 from agentcoordctl.options import Globals, eprint, fail
+from agentcoordctl.spec import Arg, Exit, Opt
 
-token_app = typer.Typer(
-    name="token", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
-    help="Provision, rotate or revoke a machine's credentials (runs here; no daemon).",
+MACHINE = Arg("machine", "MACHINE", "Machine name: letters, digits, '.', '_', ':', '-'.")
+D1 = (
+    Opt("--local", "local", "flag", help="The local `wrangler dev` D1 database."),
+    Opt("--database", "database", metavar="NAME",
+        help="The remote D1 database (default: agent-coord)."),
+    Opt("--persist-to", "persist_to", metavar="DIR",
+        help="With --local: wrangler's local persistence directory."),
+    Opt("--worker-dir", "worker_dir", metavar="DIR",
+        help="The Worker project with wrangler.toml (default: $AGENT_COORD_WORKER_DIR, ./worker, "
+        "or this checkout's)."),
 )
+ETCD = (
+    Opt("--etcd", "etcd", "flag", panel="etcd", help="An etcd user/role instead of a Worker token."),
+    Opt("--etcd-endpoints", "etcd_endpoints", metavar="URLS", panel="etcd",
+        help="With --etcd (default: $AGENT_COORD_ETCD_ENDPOINTS)."),
+    Opt("--password-file", "password_file", metavar="PATH", panel="etcd",
+        help="With --etcd: the root password's file (default: $AGENT_COORD_ETCD_PASSWORD[_FILE])."),
+)
+KEY_PREFIX = Opt("--key-prefix", "key_prefix", metavar="PREFIX", panel="etcd",
+                 help="With --etcd: the team's key prefix (default: $AGENT_COORD_ETCD_PREFIX).")
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(token_app, name="token")
-
-
-Machine = Annotated[str, typer.Argument(
-    metavar="MACHINE", help="Machine name: letters, digits, '.', '_', ':', '-'.")]
-Local = Annotated[bool, typer.Option("--local", help="The local `wrangler dev` D1 database.")]
-Database = Annotated[Optional[str], typer.Option(
-    "--database", metavar="NAME", help="The remote D1 database (default: agent-coord).")]
-PersistTo = Annotated[Optional[str], typer.Option(
-    "--persist-to", metavar="DIR", help="With --local: wrangler's local persistence directory.")]
-Etcd = Annotated[bool, typer.Option(
-    "--etcd", help="An etcd user/role instead of a Worker token.", rich_help_panel="etcd")]
-EtcdEndpoints = Annotated[Optional[str], typer.Option(
-    "--etcd-endpoints", metavar="URLS", help="With --etcd (default: $AGENT_COORD_ETCD_ENDPOINTS).",
-    rich_help_panel="etcd")]
-PasswordFile = Annotated[Optional[str], typer.Option(
-    "--password-file", metavar="PATH",
-    help="With --etcd: the root password's file (default: $AGENT_COORD_ETCD_PASSWORD[_FILE]).",
-    rich_help_panel="etcd")]
-KeyPrefix = Annotated[Optional[str], typer.Option(
-    "--key-prefix", metavar="PREFIX", help="With --etcd: the team's key prefix "
-    "(default: $AGENT_COORD_ETCD_PREFIX).", rich_help_panel="etcd")]
-
-
-@token_app.command("provision")
-def provision(
-    machine: Machine,
-    read_prefix: Annotated[Optional[list[str]], typer.Option(
-        "--read-prefix", metavar="PREFIX", help="Readable directory or record path (repeatable).")] = None,
-    write_prefix: Annotated[Optional[list[str]], typer.Option(
-        "--write-prefix", metavar="PREFIX", help="Writable directory or record path (repeatable).")] = None,
-    all_state: Annotated[bool, typer.Option(
-        "--all-state", help="Everything (trusted operator machines only).")] = False,
-    rotate: Annotated[bool, typer.Option(
-        "--rotate", help="Re-key an existing machine (or create it).")] = False,
-    local: Local = False, database: Database = None, persist_to: PersistTo = None,
-    etcd: Etcd = False, etcd_endpoints: EtcdEndpoints = None, password_file: PasswordFile = None,
-    key_prefix: KeyPrefix = None,
-) -> None:
-    """Create (or --rotate) MACHINE's credentials; the secret is printed once on stdout."""
+def provision(*, machine: str, read_prefix: list[str] | None, write_prefix: list[str] | None,
+              all_state: bool, rotate: bool, local: bool, database: str | None,
+              persist_to: str | None, worker_dir: str | None, etcd: bool,
+              etcd_endpoints: str | None, password_file: str | None,
+              key_prefix: str | None) -> None:
     from agentcoordd import tokens
     from agentcoordd.model.errors import CoordError
 
@@ -87,7 +65,7 @@ def provision(
             _refuse_etcd_flags(etcd_endpoints, password_file, key_prefix)
             grant = tokens.build_provision(machine, read_prefixes=reads, write_prefixes=writes,
                                            all_state=all_state, rotate=rotate)
-            tokens.execute(grant.sql, **_d1_target(local, database, persist_to))
+            tokens.execute(grant.sql, **_d1_target(local, database, persist_to, worker_dir))
             secret, what, env = grant.token, "token", "AGENT_COORD_API_TOKEN"
             reads, writes = grant.read_prefixes, grant.write_prefixes
     except CoordError as exc:
@@ -96,15 +74,12 @@ def provision(
     eprint(f"{'rotated' if rotate else 'provisioned'} {machine}: read {_scopes(reads, all_state)}, "
            f"write {_scopes(writes, all_state)}")
     eprint(f"this {what} is shown once: put it in {machine}'s private env file as {env}")
-    raise typer.Exit(0)
+    raise Exit(0)
 
 
-@token_app.command("revoke")
-def revoke(
-    machine: Machine, local: Local = False, database: Database = None, persist_to: PersistTo = None,
-    etcd: Etcd = False, etcd_endpoints: EtcdEndpoints = None, password_file: PasswordFile = None,
-) -> None:
-    """Revoke MACHINE's token (or, with --etcd, delete its user and role)."""
+def revoke(*, machine: str, local: bool, database: str | None, persist_to: str | None,
+           worker_dir: str | None, etcd: bool, etcd_endpoints: str | None,
+           password_file: str | None) -> None:
     from agentcoordd import tokens
     from agentcoordd.model.errors import CoordError
 
@@ -115,11 +90,11 @@ def revoke(
             _etcd_revoke(machine, endpoints=etcd_endpoints, password_file=password_file)
         else:
             _refuse_etcd_flags(etcd_endpoints, password_file, None)
-            tokens.execute(tokens.build_revoke(machine), **_d1_target(local, database, persist_to))
+            tokens.execute(tokens.build_revoke(machine), **_d1_target(local, database, persist_to, worker_dir))
     except CoordError as exc:
         raise fail(exc.message, exc.exit_code) from None
     eprint(f"revoked: {machine}")
-    raise typer.Exit(0)
+    raise Exit(0)
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -131,7 +106,8 @@ def _scopes(scopes: list[str], all_state: bool) -> str:
     return ", ".join(scopes) if scopes else "nothing"
 
 
-def _d1_target(local: bool, database: str | None, persist_to: str | None) -> dict[str, object]:
+def _d1_target(local: bool, database: str | None, persist_to: str | None,
+               worker_dir: str | None) -> dict[str, object]:
     from agentcoordd import tokens
     from agentcoordd.model.errors import UsageError
 
@@ -140,7 +116,8 @@ def _d1_target(local: bool, database: str | None, persist_to: str | None) -> dic
     if persist_to is not None and not local:
         raise UsageError("--persist-to only applies with --local")
     name = tokens.database_name(database if database is not None else tokens.DEFAULT_DATABASE)
-    return dict(database=name, local=local, persist_to=persist_to)
+    return dict(database=name, local=local, persist_to=persist_to,
+                worker_dir=tokens.find_worker_dir(worker_dir))
 
 
 def _refuse_d1_flags(local: bool, database: str | None, persist_to: str | None) -> None:
@@ -280,3 +257,22 @@ def _etcd_revoke(machine: str, *, endpoints: str | None, password_file: str | No
 
     anyio.run(run)
 
+
+
+COMMANDS = (
+    spec.Command(
+        ("token", "provision"), "Create (or --rotate) MACHINE's credentials; the secret is printed "
+        "once on stdout.",
+        (MACHINE,
+         Opt("--read-prefix", "read_prefix", "many", metavar="PREFIX",
+             help="Readable directory or record path (repeatable)."),
+         Opt("--write-prefix", "write_prefix", "many", metavar="PREFIX",
+             help="Writable directory or record path (repeatable)."),
+         Opt("--all-state", "all_state", "flag", help="Everything (trusted operator machines only)."),
+         Opt("--rotate", "rotate", "flag", help="Re-key an existing machine (or create it)."),
+         *D1, *ETCD, KEY_PREFIX),
+        provision),
+    spec.Command(
+        ("token", "revoke"), "Revoke MACHINE's token (or, with --etcd, delete its user and role).",
+        (MACHINE, *D1, *ETCD), revoke),
+)

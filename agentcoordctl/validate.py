@@ -4,37 +4,25 @@ Checks a record against a published contract (contracts/, schema/state/v1/)
 before anyone writes it: exit 0 valid, 1 invalid (each violation with its
 JSON path), 1 for a usage error or input that is not JSON, 2 when the file
 cannot be read. Runs client-side — no daemon, no backend: the validators are
-the daemon's own (`agentcoordd.coord.validate`), imported inside the command
+the daemon's own (`agentcoordd.model.validation`), imported inside the command
 so other commands never pay for them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
-
+from agentcoordctl import spec
 from agentcoordctl.batches import read_input
-from agentcoordctl.options import Json, dump_json, fail
+from agentcoordctl.options import JSON, dump_json, fail
+from agentcoordctl.spec import Arg, Exit, Opt
 from agentcoordd import protocol as p
 
 RECORD_CAP = 1024 * 1024  # 1 MiB: larger than any record a backend stores
 
 
-def register(app: typer.Typer) -> None:
-    app.command("validate")(validate)
-
-
-def validate(
-    file: Annotated[Optional[str], typer.Argument(metavar="FILE|-",
-                                                  help="The record (JSON) to check; - for stdin.")] = None,
-    family: Annotated[Optional[str], typer.Option("--family", metavar="NAME",
-                                                  help="Record family (see --list).")] = None,
-    list_families: Annotated[bool, typer.Option("--list", help="Name the record families.")] = False,
-    json: Json = False,
-) -> None:
-    """Check a record against its published contract: exit 0 valid, 1 invalid."""
-    from agentcoordd.coord import validate as v
+def validate(*, file: str | None, family: str | None, list_families: bool, json: bool) -> None:
+    from agentcoordd.model import validation as v
 
     if list_families:
         if file is not None or family is not None:
@@ -45,7 +33,7 @@ def validate(
         else:
             width = max(map(len, summaries))
             print("\n".join(f"{name.ljust(width)}  {text}" for name, text in summaries.items()))
-        raise typer.Exit(0)
+        raise Exit(0)
     if family is None or file is None:
         raise fail("validate needs --family NAME and FILE (or -); `validate --list` names the families",
                    p.EXIT_USAGE)
@@ -63,7 +51,7 @@ def validate(
         print(dump_json(payload))
     else:
         print(render(payload))
-    raise typer.Exit(0 if payload["valid"] else p.EXIT_USAGE)
+    raise Exit(0 if payload["valid"] else p.EXIT_USAGE)
 
 
 def _decode(raw: bytes, file: str) -> Any:
@@ -86,10 +74,19 @@ def render(payload: dict[str, Any]) -> str:
     family, source = payload["family"], payload.get("source")
     if payload["valid"]:
         return f"valid: {source} is a valid {family} record"
-    from agentcoordd.coord.validate import Violation, one_line
+    from agentcoordd.model.validation import Violation, one_line
 
     lines = [one_line(Violation(row["path"], row["message"])) for row in payload["violations"]]
     count = len(lines)
     lines.append(f"invalid: {source} is not a valid {family} record "
                  f"({count} violation{'s' if count != 1 else ''})")
     return "\n".join(lines)
+
+
+COMMANDS = (spec.Command(
+    ("validate",), "Check a record against its published contract: exit 0 valid, 1 invalid.",
+    (Arg("file", "FILE|-", "The record (JSON) to check; - for stdin.", default=None),
+     Opt("--family", "family", metavar="NAME", help="Record family (see --list)."),
+     Opt("--list", "list_families", "flag", help="Name the record families."),
+     JSON),
+    validate),)

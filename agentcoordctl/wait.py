@@ -21,46 +21,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
-
-from agentcoordctl import client
+from agentcoordctl import client, spec
 from agentcoordctl.options import (
-    ApiUrl, EtcdEndpoints, Json, LegacyBackend, OptRepo, OptTarget, StateRoot, dump_json, eprint,
-    fail, positive_seconds, selection,
+    BACKEND, JSON, OPT_REPO, OPT_TARGET, dump_json, eprint, fail, positive_seconds,
 )
+from agentcoordctl.spec import Exit, Opt
 from agentcoordd import protocol as p
 
 DEFAULT_TIMEOUT = 3600.0
 REQUEST_TIMEOUT = 30.0
 
 
-def register(app: typer.Typer) -> None:
-    app.command("wait")(wait)
-
-
-def wait(
-    until_unblocked: Annotated[bool, typer.Option("--until-unblocked",
-                                                  help="Until lane --lane of --batch-id is unblocked.")] = False,
-    until_free: Annotated[bool, typer.Option("--until-free",
-                                             help="Until --repo/--target can be claimed.")] = False,
-    until_complete: Annotated[bool, typer.Option("--until-complete",
-                                                 help="Until every lane of --batch-id is terminal.")] = False,
-    until_stop_requested: Annotated[bool, typer.Option(
-        "--until-stop-requested", help="Until --batch-id has a stop request (`batch stop`).")] = False,
-    batch_id: Annotated[Optional[str], typer.Option("--batch-id", metavar="ID")] = None,
-    lane: Annotated[Optional[str], typer.Option("--lane", metavar="LANE")] = None,
-    repo: OptRepo = None, target: OptTarget = None,
-    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", parser=positive_seconds,
-                                           help="Give up after this long: exit 2 (default 3600).")] = DEFAULT_TIMEOUT,
-    interval: Annotated[float, typer.Option("--interval", metavar="SECONDS", parser=positive_seconds,
-                                            help="Seconds between checks (default 1).")] = 1.0,
-    json: Json = False,
-    state_root: StateRoot = None, api_url: ApiUrl = None, etcd_endpoints: EtcdEndpoints = None,
-    backend: LegacyBackend = None,
-) -> None:
-    """Block until a lane is unblocked, a target is free, or a batch is complete."""
+def wait(*, until_unblocked: bool, until_free: bool, until_complete: bool,
+         until_stop_requested: bool, batch_id: str | None, lane: str | None, repo: str | None,
+         target: str | None, timeout: float, interval: float, json: bool,
+         selection: p.Selection) -> None:
     modes = [m for m, on in (("until-unblocked", until_unblocked), ("until-free", until_free),
                              ("until-complete", until_complete),
                              ("until-stop-requested", until_stop_requested)) if on]
@@ -76,7 +53,7 @@ def wait(
         raise fail("--until-free needs --repo and --target", p.EXIT_USAGE)
     if timeout <= 0 or interval <= 0:
         raise fail("--timeout and --interval must be positive", p.EXIT_USAGE)
-    chosen = selection(state_root, api_url, etcd_endpoints, backend)
+    chosen = selection
     if mode in DAEMON_WAITS:
         build = DAEMON_WAITS[mode]
 
@@ -112,7 +89,7 @@ def wait(
                                  "detail": why}))
             else:
                 print(f"{mode.removeprefix('until-')}: {why}")
-            raise typer.Exit(0)
+            raise Exit(0)
         if why != shown:
             shown = why
             eprint(f"waiting: {why}")
@@ -121,7 +98,7 @@ def wait(
                 print(dump_json({"condition": mode, "met": False, "waited_seconds": waited,
                                  "detail": why}))
             eprint(f"wait: timed out after {timeout:g}s ({why})")
-            raise typer.Exit(p.EXIT_OPERATIONAL)
+            raise Exit(p.EXIT_OPERATIONAL)
         time.sleep(interval)
 
 
@@ -189,12 +166,12 @@ def wait_in_daemon(mode: str, request: Callable[[float], p._Wait], *, timeout: f
                              "detail": why, STATE_KEY[mode]: state}))
         else:
             print(f"{mode.removeprefix('until-')}: {why}")
-        raise typer.Exit(0)
+        raise Exit(0)
     if json:
         print(dump_json({"condition": mode, "met": False, "timed_out": True,
                          "waited_seconds": waited, "detail": why}))
     eprint(f"wait: timed out after {timeout:g}s ({why or 'condition not met'})")
-    raise typer.Exit(p.EXIT_OPERATIONAL)
+    raise Exit(p.EXIT_OPERATIONAL)
 
 
 def _stop_detail(batch_id: str, state: dict[str, Any]) -> str:
@@ -260,3 +237,23 @@ DAEMON_WAITS: dict[str, Callable[..., p._Wait]] = {
     "until-stop-requested": lambda batch_id, lane, slice_, poll, chosen: p.WaitStopRequested(
         batch_id=batch_id, wait_seconds=slice_, poll_seconds=poll, selection=chosen),
 }
+
+
+COMMANDS = (spec.Command(
+    ("wait",), "Block until a lane is unblocked, a target is free, or a batch is complete.",
+    (Opt("--until-unblocked", "until_unblocked", "flag",
+         help="Until lane --lane of --batch-id is unblocked."),
+     Opt("--until-free", "until_free", "flag", help="Until --repo/--target can be claimed."),
+     Opt("--until-complete", "until_complete", "flag",
+         help="Until every lane of --batch-id is terminal."),
+     Opt("--until-stop-requested", "until_stop_requested", "flag",
+         help="Until --batch-id has a stop request (`batch stop`)."),
+     Opt("--batch-id", "batch_id", metavar="ID"),
+     Opt("--lane", "lane", metavar="LANE"),
+     OPT_REPO, OPT_TARGET,
+     Opt("--timeout", "timeout", "custom", default=DEFAULT_TIMEOUT, parse=positive_seconds,
+         metavar="SECONDS", help="Give up after this long: exit 2 (default 3600)."),
+     Opt("--interval", "interval", "custom", default=1.0, parse=positive_seconds,
+         metavar="SECONDS", help="Seconds between checks (default 1)."),
+     JSON, BACKEND),
+    wait),)

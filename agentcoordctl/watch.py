@@ -25,11 +25,10 @@ import sys
 import time
 from typing import Any, TextIO
 
-import typer
-
 from agentcoordctl import client, output
 from agentcoordctl.render import printable
 from agentcoordctl.options import Globals
+from agentcoordctl.spec import Exit
 from agentcoordd import protocol as p
 
 MIN_INTERVAL = 0.2
@@ -218,4 +217,4 @@ def run(*, selection: p.Selection, interval: float, batch_id: str | None, repo: 
                 out.flush()
             except (OSError, ValueError):
                 pass
-    raise typer.Exit(0)
+    raise Exit(0)

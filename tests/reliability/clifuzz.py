@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import typer
 from hypothesis import strategies as st
 
 from agentcoordd import protocol as p
@@ -70,34 +69,18 @@ class Command:
 
 
 def commands() -> list[Command]:
-    """Every leaf command of the real app with its options (click's public attributes)."""
+    """Every leaf command of the real app with its options, from its declaration."""
     from agentcoordctl import cli
 
     found: list[Command] = []
-
-    def walk(command: Any, path: tuple[str, ...]) -> None:
-        subcommands = getattr(command, "commands", None)
-        if subcommands:
-            for name, sub in subcommands.items():
-                walk(sub, (*path, name))
-            return
-        if path in SKIPPED:
-            return
-        opts, arguments, state_root = [], 0, False
-        for param in command.params:
-            if param.param_type_name == "argument":
-                arguments += 1
-                continue
-            name = param.opts[0]
-            state_root = state_root or name == "--state-root"
-            if name in FIXED or name in NEVER:
-                continue
-            numeric = param.type.name in ("int", "float", "integer range", "int range", "parse")
-            opts.append(Option(name, bool(getattr(param, "is_flag", False)), numeric,
-                               bool(param.required)))
-        found.append(Command(path, tuple(opts), arguments, state_root))
-
-    walk(typer.main.get_command(cli.build_app()), ())
+    for declared in cli.declarations():
+        if declared.path in SKIPPED:
+            continue
+        opts = [Option(opt.name, opt.kind == "flag", opt.kind in ("int", "custom"), opt.required)
+                for opt in declared.options() if opt.name not in FIXED | NEVER]
+        names = {opt.name for opt in declared.options()}
+        found.append(Command(declared.path, tuple(opts), len(declared.arguments()),
+                             "--state-root" in names))
     return found
 
 
