@@ -3,9 +3,13 @@
 The core of `agentcoordctl token provision|revoke` (issue 6 item 3). A token is
 32 random bytes (URL-safe base64); D1 stores only its SHA-256 hex digest, so
 the plaintext exists once, in what `provision` returns for the caller to print.
-The SQL runs through the repository's pinned wrangler (`worker/bin/wrangler d1
-execute`), against the local dev database (`--local`, optionally
-`--persist-to DIR`) or a named remote database.
+The SQL runs through wrangler (`wrangler d1 execute`) in the Worker project
+whose wrangler.toml names the D1 database — `--worker-dir`, else
+$AGENT_COORD_WORKER_DIR, else `./worker` of the caller (a checkout), else the
+checkout this package was installed from — with the project's pinned wrangler
+(`worker/bin/wrangler`) when its toolchain is installed, else `wrangler` on
+PATH; against the local dev database (`--local`, optionally `--persist-to
+DIR`, resolved against the caller's directory) or a named remote database.
 
 Nothing here logs or stores the token.
 """
@@ -17,14 +21,18 @@ import hashlib
 import json
 import re
 import secrets
+import os
+import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from agentcoordd.model.errors import OperationalError, UsageError
 
-WORKER_DIR = Path(__file__).resolve().parents[1] / "worker"
+# A source checkout's own Worker project (an editable install); a wheel has none.
+CHECKOUT_WORKER_DIR = Path(__file__).resolve().parents[1] / "worker"
+WORKER_DIR_VAR = "AGENT_COORD_WORKER_DIR"
 DEFAULT_DATABASE = "agent-coord"
 
 _MACHINE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -157,15 +165,48 @@ def build_revoke(machine: str, *, now: dt.datetime | None = None) -> str:
     )
 
 
+def find_worker_dir(explicit: str | None = None, *, cwd: str | None = None,
+                    env: Mapping[str, str] | None = None) -> Path:
+    """The Worker project (a directory holding wrangler.toml)."""
+    env = os.environ if env is None else env
+    base = Path(cwd or os.getcwd())
+    given = explicit or env.get(WORKER_DIR_VAR)
+    if given:
+        path = (base / Path(given).expanduser()).resolve()
+        if not (path / "wrangler.toml").is_file():
+            raise OperationalError(f"no wrangler.toml in the Worker directory {path}")
+        return path
+    for candidate in (base / "worker", CHECKOUT_WORKER_DIR):
+        if (candidate / "wrangler.toml").is_file():
+            return candidate.resolve()
+    raise OperationalError(
+        "the Worker project (wrangler.toml) was not found: run from an agentcoord checkout, "
+        f"pass --worker-dir DIR or set {WORKER_DIR_VAR}")
+
+
+def wrangler_program(worker_dir: Path) -> str:
+    """The project's pinned wrangler when its toolchain is installed, else PATH's."""
+    pinned = worker_dir / "bin" / "wrangler"
+    if pinned.is_file() and (worker_dir / "node_modules").is_dir():
+        return str(pinned)
+    found = shutil.which("wrangler")
+    if found is None:
+        raise OperationalError(
+            f"wrangler not found: install the Worker toolchain (bash {worker_dir}/ci-install.sh, "
+            "or npm ci in that directory) or put wrangler on PATH")
+    return found
+
+
 def wrangler_command(
     sql: str,
     *,
     database: str = DEFAULT_DATABASE,
     local: bool = True,
     persist_to: str | Path | None = None,
-    worker_dir: Path = WORKER_DIR,
+    worker_dir: Path | None = None,
 ) -> list[str]:
-    cmd = [str(worker_dir / "bin" / "wrangler"), "d1", "execute", database_name(database)]
+    worker_dir = worker_dir or find_worker_dir()
+    cmd = [wrangler_program(worker_dir), "d1", "execute", database_name(database)]
     cmd += ["--local"] if local else ["--remote"]
     if persist_to is not None:
         if not local:
@@ -180,13 +221,16 @@ def execute(
     database: str = DEFAULT_DATABASE,
     local: bool = True,
     persist_to: str | Path | None = None,
-    worker_dir: Path = WORKER_DIR,
+    worker_dir: Path | None = None,
     timeout: float = 120.0,
 ) -> None:
     """Run SQL with wrangler; on failure keep wrangler's own output in the error.
 
     The SQL carries hashes only, so echoing wrangler's output is safe.
     """
+    worker_dir = worker_dir or find_worker_dir()
+    if persist_to is not None:  # the caller's path, not one inside the Worker directory
+        persist_to = Path(persist_to).expanduser().absolute()
     cmd = wrangler_command(
         sql, database=database, local=local, persist_to=persist_to, worker_dir=worker_dir
     )

@@ -1,0 +1,69 @@
+"""A normal (non-editable) install works without the source tree: the wheel
+carries everything its commands need (service templates, dashboard files)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def installed() -> Iterator[tuple[Path, Path]]:
+    """(the venv's bin directory, an empty working directory outside the checkout)."""
+    base = Path(tempfile.mkdtemp(prefix="acwh.", dir="/tmp"))
+    dist = base / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist),
+                    str(REPO)], check=True, timeout=600, cwd=base)
+    (wheel,) = dist.glob("agentcoord-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True, timeout=300)
+    subprocess.run([str(base / "venv" / "bin" / "pip"), "install", "--quiet", str(wheel)],
+                   check=True, timeout=900, cwd=base)
+    work = base / "work"
+    work.mkdir()
+    yield base / "venv" / "bin", work
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _ctl(installed: tuple[Path, Path], *args: str) -> subprocess.CompletedProcess[str]:
+    bin_dir, work = installed
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8"}
+    return subprocess.run([str(bin_dir / "agentcoordctl"), *args], env=env, cwd=work,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_installed_package_is_not_the_checkout(installed: tuple[Path, Path]) -> None:
+    bin_dir, work = installed
+    where = subprocess.run([str(bin_dir / "python"), "-c",
+                            "import agentcoordd, agentcoordctl; print(agentcoordd.__file__)"],
+                           capture_output=True, text=True, cwd=work, check=True)
+    assert str(REPO) not in where.stdout and "site-packages" in where.stdout
+
+
+@pytest.mark.parametrize("kind", ["systemd", "launchd"])
+def test_service_install_dry_run_renders_the_packaged_templates(installed: tuple[Path, Path],
+                                                                kind: str) -> None:
+    result = _ctl(installed, "service", "install", "--dry-run", "--kind", kind)
+    assert result.returncode == 0, result.stderr
+    assert "agentcoordd" in result.stdout and "@PYTHON@" not in result.stdout
+
+
+def test_token_help_and_a_clear_refusal_without_a_worker_project(installed: tuple[Path, Path]) -> None:
+    assert _ctl(installed, "token", "--help").returncode == 0
+    refused = _ctl(installed, "token", "provision", "m1", "--local", "--all-state")
+    assert refused.returncode == 2
+    assert "Worker project (wrangler.toml) was not found" in refused.stderr
+
+
+def test_the_demo_runs_from_the_wheel(installed: tuple[Path, Path]) -> None:
+    result = _ctl(installed, "demo")
+    assert result.returncode == 0, result.stderr
+    assert "demo complete" in result.stdout
