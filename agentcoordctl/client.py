@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from agentcoordd import protocol as p
+from agentcoordd.model.backoff import AUTOSTART, CONNECT
 
 CLIENT_NAME = "agentcoordctl"
 CLIENT_VERSION = p.DAEMON_VERSION  # one package, one version
@@ -82,8 +83,10 @@ def _connect(path: str, timeout: float) -> socket.socket:
     """Connect within `timeout`; a full listen backlog (EAGAIN: the daemon is busy
     accepting) is waited out rather than reported."""
     deadline = time.monotonic() + timeout
-    delay = 0.001
+    retry = 0
     while True:
+        retry += 1
+        delay = CONNECT.delay(retry)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:
@@ -97,7 +100,6 @@ def _connect(path: str, timeout: float) -> socket.socket:
             sock.close()
             raise
         time.sleep(delay)
-        delay = min(delay * 2, 0.05)
 
 
 def _unreachable(exc: OSError) -> bool:
@@ -164,7 +166,7 @@ def connect(path: str, *, timeout: float, autostart: bool = True,
     pid = child.pid
     notify(f"agentcoordctl: started agentcoordd (pid {pid}, socket {path}, log {log_path})")
     deadline = time.monotonic() + min(timeout, AUTOSTART_WAIT)
-    delay = 0.005
+    retry = 0
     while True:
         try:
             return Connection(_connect(path, max(deadline - time.monotonic(), 0.05)), child)
@@ -182,8 +184,8 @@ def connect(path: str, *, timeout: float, autostart: bool = True,
                 f"agentcoordd (pid {pid}) exited with {child.returncode} before answering on "
                 f"{path}: {_last_line(log_path)}"
             )
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
+        retry += 1
+        time.sleep(AUTOSTART.delay(retry))
 
 
 def _last_line(log_path: str) -> str:

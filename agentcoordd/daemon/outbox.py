@@ -23,9 +23,9 @@ from typing import Any
 
 import msgspec
 
+from agentcoordd.model.backoff import OUTBOX
 from agentcoordd.store.files import locked_file, replace_private, write_all
 
-MAX_BACKOFF_SECONDS = 300.0
 
 
 class Waiting(Exception):
@@ -130,9 +130,7 @@ class Outbox:
 
     @staticmethod
     def _next_try(entry: OutboxEntry) -> float:
-        if entry.attempts == 0:
-            return entry.queued_at
-        return entry.queued_at + min(2.0 ** entry.attempts, MAX_BACKOFF_SECONDS)
+        return entry.queued_at + OUTBOX.delay(entry.attempts)
 
     # ---- file handling (callers hold the lock) --------------------------------
 

@@ -40,7 +40,9 @@ OUTBOX = Backoff(first=2.0, cap=300.0)
 HTTP_RETRY = Backoff(first=0.05, cap=float("inf"), factor=4.0)
 # A round over every etcd endpoint that failed.
 ETCD_ROUND = Backoff(first=0.1, cap=1.0)
-# A busy record lock, waited for from the event loop (store/local.py).
+# A busy record lock: tried briefly in the worker thread, then waited for from
+# the event loop (store/local.py).
+LOCK_SPIN = Backoff(first=0.0005, cap=0.008)
 LOCK_WAIT = Backoff(first=0.002, cap=0.05)
 # ctl: a daemon's full listen backlog, and a daemon that is still starting.
 CONNECT = Backoff(first=0.001, cap=0.05)

@@ -58,6 +58,7 @@ import httpx
 import msgspec
 
 from agentcoordd.model import ids
+from agentcoordd.model.backoff import ETCD_ROUND
 from agentcoordd.model.errors import UsageError
 from agentcoordd.store.base import (
     Capabilities,
@@ -259,7 +260,7 @@ class EtcdClient:
                 self._rotate(endpoint)
                 attempt += 1
                 if attempt < self.max_attempts and attempt % len(self.endpoints) == 0:
-                    await anyio.sleep(min(0.1 * 2 ** (attempt // len(self.endpoints) - 1), 1.0))
+                    await anyio.sleep(ETCD_ROUND.delay(attempt // len(self.endpoints)))
         shown = "; ".join(reasons[-len(self.endpoints):])
         mutating = api in ("/v3/kv/txn", "/v3/kv/put", "/v3/kv/deleterange")
         state = " (the write may or may not have been applied)" if maybe_applied and mutating else ""

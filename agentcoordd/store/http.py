@@ -31,6 +31,7 @@ import httpx
 import msgspec
 
 from agentcoordd.model import ids
+from agentcoordd.model.backoff import HTTP_RETRY
 from agentcoordd.model.errors import UsageError
 from agentcoordd.store.base import (
     Capabilities,
@@ -298,7 +299,6 @@ class HttpStore:
         request = self._client.build_request(method, url, content=content, headers=hdrs, params=params)
         if not auth:
             request.headers.pop("Authorization", None)
-        delay = 0.05
         last = "timed out"
         for attempt in range(1, attempts + 1):
             remaining = deadline - anyio.current_time()
@@ -333,9 +333,9 @@ class HttpStore:
                     last = f"HTTP {resp.status_code}"
                 else:
                     return resp
+            delay = HTTP_RETRY.delay(attempt)
             if attempt < attempts and deadline - anyio.current_time() > delay:
                 await anyio.sleep(delay)
-                delay *= 4
         raise Unavailable(
             f"backend unreachable: {method} {self._where(path)}: {last} "
             f"(timeout {self.timeout:g}s)"

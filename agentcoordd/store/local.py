@@ -3,7 +3,7 @@
 * `<record>.json.lock` is held with flock(LOCK_EX) around every check-and-write;
   lock files are never unlinked (another writer may be waiting on the inode).
   A lock is never waited for in a blocked thread: a worker thread tries it
-  briefly (`LOCK_SPIN`), and the async call retries from the event loop until
+  briefly (`LOCK_SPIN_SECONDS`), and the async call retries from the event loop until
   its deadline (the caller's `--timeout`, at most `LOCK_WAIT_CAP`), then fails
   naming the lock file. A stuck or foreign holder costs the calls on that
   record, never the worker threads every other record needs.
@@ -40,6 +40,7 @@ import anyio.to_thread
 import msgspec
 
 from agentcoordd.model import ids
+from agentcoordd.model.backoff import LOCK_SPIN, LOCK_WAIT
 from agentcoordd.store.base import (
     Capabilities,
     Conflict,
@@ -58,7 +59,7 @@ from agentcoordd.store.files import PRIVATE_DIR_MODE, file_mode, fsync_dir, swee
 
 T = TypeVar("T")
 _encoder = msgspec.json.Encoder()
-LOCK_SPIN = 0.02  # in-thread tries of a busy lock before handing the wait to the event loop
+LOCK_SPIN_SECONDS = 0.02  # in-thread tries of a busy lock before handing the wait to the event loop
 LOCK_WAIT_CAP = 30.0  # a call without a deadline of its own waits at most this
 LOCK_MARGIN = 0.1  # answer before the caller's deadline cuts the call off
 
@@ -160,11 +161,13 @@ class LocalStore:
         """A locked write; a busy lock is waited for here, between thread hops."""
         started = anyio.current_time()
         deadline = min(anyio.current_effective_deadline() - LOCK_MARGIN, started + LOCK_WAIT_CAP)
-        delay = 0.002
+        retry = 0
         while True:
             try:
                 return await self._run(fn, *args)
             except LockBusy as busy:
+                retry += 1
+                delay = LOCK_WAIT.delay(retry)
                 now = anyio.current_time()
                 if now + delay > deadline:
                     raise Unavailable(
@@ -172,7 +175,6 @@ class LocalStore:
                         "another process holds it (a hung writer?); coordination state is UNKNOWN"
                     ) from None
                 await anyio.sleep(delay)
-                delay = min(delay * 2, 0.05)
 
     # ---- blocking implementation ------------------------------------------
 
@@ -381,20 +383,21 @@ class LocalStore:
             os.close(fd)  # closing releases the flock; the lock file stays
 
     def _acquire(self, fd: int, shown: str) -> None:
-        """flock within LOCK_SPIN, else LockBusy (the async caller waits on, threadless)."""
-        give_up = time.monotonic() + LOCK_SPIN
-        pause = 0.0005
+        """flock within LOCK_SPIN_SECONDS, else LockBusy (the async caller waits on, threadless)."""
+        give_up = time.monotonic() + LOCK_SPIN_SECONDS
+        retry = 0
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return
             except BlockingIOError:
                 pass
+            retry += 1
+            pause = LOCK_SPIN.delay(retry)
             if time.monotonic() + pause > give_up:
                 raise LockBusy(f"record lock {shown} under {self.root} is held by another process",
                                f"{shown} under {self.root}")
             time.sleep(pause)
-            pause *= 2
 
     def _atomic_write(self, full: str, body: bytes, path: str) -> None:
         directory, _, name = full.rpartition("/")
