@@ -133,17 +133,17 @@ def _unknown(batch_id: object, reason: str) -> dict[str, Any]:
 async def batch_audit(ctx: Ctx, *, batch_id: str) -> dict[str, Any]:
     try:
         path = ids.batch_path(batch_id)
-    except UsageError:
-        return _unknown(batch_id, f"batch id {_shown(batch_id)} is invalid or unsafe")
+    except UsageError as exc:  # agent-coord's words throughout
+        return _unknown(batch_id, f"coordination state unreadable: {exc.message}")
     try:
         current = await ctx.store.get(path)
     except StoreError as exc:
-        return _unknown(batch_id, f"batch {batch_id} is unreadable: {exc.message}")
+        return _unknown(batch_id, f"coordination state unreadable: {exc.message}")
     if current is None:
         return _unknown(batch_id, f"batch {batch_id} is not registered")
     batch = current.data
     if not isinstance(batch, dict):
-        return _unknown(batch_id, f"batch {batch_id} is not a JSON object")
+        return _unknown(batch_id, f"batch {batch_id} state is not an object")
     if batch.get("batch_id") is not None and batch.get("batch_id") != batch_id:
         return _unknown(batch_id, f"batch record {path} names another batch_id")
     repo = batch.get("repo")
@@ -159,12 +159,9 @@ async def batch_audit(ctx: Ctx, *, batch_id: str) -> dict[str, Any]:
     try:
         page = await list_all(ctx.store, prefix)
     except StoreError as exc:
-        return _unknown(batch_id, f"events for batch {batch_id} could not be read: {exc.message}")
+        return _unknown(batch_id, f"coordination state unreadable: {exc.message}")
     if page.partial:
-        return _unknown(
-            batch_id,
-            f"events for batch {batch_id} are only partially visible (listing filtered by the token's scope)",
-        )
+        return _unknown(batch_id, f"event trail for {batch_id} is filtered by a scoped token")
     events: list[tuple[str, dict[str, Any]]] = []
     for entry in page.entries:
         if not isinstance(entry.data, dict):
@@ -314,9 +311,11 @@ def _evaluate(ctx: Ctx, batch_id: str, lane: _Lane) -> list[str]:
     closed_seen = False
     closed_invalid = False
 
-    def problem(path: str, why: str) -> None:
+    def problem(path: str, why: str, *, lifecycle: bool = True) -> None:
+        """Report why; an ordinary event's problem is a lifecycle gap, a lane_closed's only
+        costs the terminal signal (agent-coord's rule)."""
         nonlocal gap
-        gap = True
+        gap = gap or lifecycle
         ctx.warn(f"batch-audit {batch_id} lane {lane.name}: {path}: {why}")
 
     valid: list[tuple[Any, str, str, dict[str, Any]]] = []
@@ -332,7 +331,7 @@ def _evaluate(ctx: Ctx, batch_id: str, lane: _Lane) -> list[str]:
         else:
             why = _ordinary_problem(event, batch_id)
         if why is not None:
-            problem(path, why)
+            problem(path, why, lifecycle=kind != LANE_CLOSED)
             continue
         valid.append((parse_ts(event["at"]), event["event_id"], path, event))
 
@@ -356,7 +355,8 @@ def _evaluate(ctx: Ctx, batch_id: str, lane: _Lane) -> list[str]:
             continue
         agent = event["closed_by"]["agent_id"] if kind == LANE_CLOSED else event["agent_id"]
         if agent not in authorized:
-            problem(path, f"{kind} from {agent}, who never acquired the lane")
+            problem(path, f"{kind} from {agent}, who never acquired the lane",
+                    lifecycle=kind != LANE_CLOSED)
             if kind == LANE_CLOSED:
                 closed_invalid = True
             continue
@@ -368,7 +368,7 @@ def _evaluate(ctx: Ctx, batch_id: str, lane: _Lane) -> list[str]:
     if closed_seen:
         semantics = {tuple(repr(close.get(k)) for k in _CLOSE_SEMANTICS) for close in closes}
         if len(semantics) > 1:
-            problem(f"events/{batch_id}/", "conflicting lane_closed records")
+            problem(f"events/{batch_id}/", "conflicting lane_closed records", lifecycle=False)
         terminal = bool(closes) and not closed_invalid and len(semantics) == 1
     else:
         terminal = released

@@ -187,15 +187,10 @@ async def release(
     async def decide(current: Versioned | None) -> Keep | Put:
         nonlocal lane_closed
         if current is None:
-            raise UsageError(f"no claim for {_label(repo, target)} to release")
+            raise UsageError(f"no claim exists for {_label(repo, target)}")
         held = load(Claim, current.data, path)
-        if held.agent_id != agent_id:
-            raise ClaimRefused(
-                f"CLAIM_REFUSED: {_label(repo, target)} is held by {held.agent_id}; "
-                "only the recorded holder can release it",
-                holder=held.agent_id,
-                liveness="n/a",
-            )
+        if held.agent_id and held.agent_id != agent_id:  # a usage error, as in agent-coord
+            raise UsageError(f"claim belongs to {held.agent_id}; {agent_id} cannot release it")
         already_released = held.status == "released"
         stamped = dict(fields)
         if terminal is not None:

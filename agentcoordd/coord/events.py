@@ -142,7 +142,7 @@ async def record_event(
     to the daemon's durable outbox (action "queued") instead of failing.
     """
     ids.batch_id(batch_id)
-    event_type = text_field("type", type, required=True)
+    event_type = ids.event_type(text_field("type", type, required=True))
     assert event_type is not None
     if lane is not None:
         ids.lane_name(lane)

@@ -209,7 +209,8 @@ def batch_id_of(path: str, data: dict[str, Any]) -> str:
 
 # What a lane's owner heartbeat resolved to: a view, or one of these markers.
 HB_MISSING = None
-HB_UNREADABLE = "unreadable"
+HB_UNREADABLE = "unreadable"  # torn or not an object: noted, status still answers (agent-coord)
+HB_FORBIDDEN = "forbidden"  # outside the token's scope: the answer is UNKNOWN
 HB_MISMATCHED = "mismatched"
 
 
@@ -227,7 +228,7 @@ def lane_status(lane: dict[str, Any], heartbeat: Any) -> str:
 def lane_liveness(heartbeat: Any, now: dt.datetime) -> str:
     if isinstance(heartbeat, HeartbeatView):
         return heartbeat.liveness(now)
-    if heartbeat == HB_UNREADABLE:
+    if heartbeat in (HB_UNREADABLE, HB_FORBIDDEN):
         return "unreadable"
     if heartbeat == HB_MISMATCHED:
         return "mismatched"

@@ -282,8 +282,8 @@ async def _target_status(ctx: Ctx, repo: str, target: str) -> dict[str, Any]:
             beat = await owner_heartbeat(ctx, holder)
             if isinstance(beat, pj.HeartbeatView):
                 heartbeats.append(beat.projection(now))
-            elif beat == pj.HB_UNREADABLE:
-                report.note("heartbeats", "holder heartbeat unreadable", unknown=True)
+            elif beat in (pj.HB_UNREADABLE, pj.HB_FORBIDDEN):  # a torn one leaves the claim known: exit 0
+                report.note("heartbeats", "holder heartbeat unreadable", unknown=beat == pj.HB_FORBIDDEN)
             elif beat == pj.HB_MISMATCHED:
                 report.note("heartbeats", "holder heartbeat mismatched")
             else:
@@ -319,15 +319,17 @@ async def _read_object(
 
 
 async def owner_heartbeat(ctx: Ctx, owner: str) -> Any:
-    """An owner's heartbeat as a view, or HB_UNREADABLE / HB_MISMATCHED / None."""
+    """An owner's heartbeat as a view, or HB_UNREADABLE / HB_FORBIDDEN / HB_MISMATCHED / None."""
     try:
         path = ids.heartbeat_path(owner)
     except UsageError:
         return pj.HB_MISSING
     try:
         current = await ctx.store.get(path)
-    except (InvalidRecord, Forbidden):
+    except InvalidRecord:
         return pj.HB_UNREADABLE
+    except Forbidden:
+        return pj.HB_FORBIDDEN
     if current is None:
         return pj.HB_MISSING
     if not isinstance(current.data, dict):
@@ -370,11 +372,12 @@ async def _batch_status(ctx: Ctx, batch_id: str, limit: int | None) -> dict[str,
         malformed_refs, unresolved_refs = await _resolve_dependencies(
             ctx, report, lanes, lane_states, owner_state
         )
-        unreadable = [o for o, s in owners.items() if s == pj.HB_UNREADABLE]
+        unreadable = [o for o, s in owners.items() if s in (pj.HB_UNREADABLE, pj.HB_FORBIDDEN)]
         mismatched = [o for o, s in owners.items() if s == pj.HB_MISMATCHED]
         missing = [o for o, s in owners.items() if s is pj.HB_MISSING]
         if unreadable:
-            report.note("heartbeats", f"lane-owner heartbeats unreadable: {', '.join(unreadable)}", unknown=True)
+            report.note("heartbeats", f"lane-owner heartbeats unreadable: {', '.join(unreadable)}",
+                        unknown=pj.HB_FORBIDDEN in owners.values())
         if mismatched:
             report.note("heartbeats", f"lane-owner heartbeats mismatched: {', '.join(mismatched)}")
         if missing:

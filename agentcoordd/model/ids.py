@@ -21,10 +21,11 @@ MAX_ATTRIBUTION_BYTES = 256
 FAMILIES = ("claims", "heartbeats", "batches", "events")
 ARCHIVE = "archive"
 
-# Letters, digits and `_ . : -` — the Worker's and the archive contract's path
-# grammar, so an id valid on one backend is valid on all; a leading dot is
-# refused so ids never collide with hidden temp files or `.`/`..` segments.
-_SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:-]*")
+# Letters, digits and `_ : -`, with single dots between them — agent-coord's
+# segment grammar (and the Worker's), so an id valid on one backend or tool is
+# valid on all; no leading, trailing or doubled dot, so ids never collide with
+# hidden temp files or `.`/`..` segments.
+_SEGMENT = re.compile(r"[A-Za-z0-9_:-]+(?:\.[A-Za-z0-9_:-]+)*")
 _ATTRIBUTION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@+=/~-]*")
 
 
@@ -59,6 +60,10 @@ def target(value: object) -> str:
 def batch_id(value: object) -> str:
     """Batch ids may contain `:`; dependency refs split at the last colon."""
     return _segment("batch-id", value)
+
+
+def event_type(value: object) -> str:
+    return _segment("event type", value)
 
 
 def lane_name(value: object) -> str:

@@ -566,13 +566,14 @@ async def test_release_emits_claim_released_with_the_claim_status_snapshot(ctx, 
     }
 
 
-async def test_release_by_a_non_holder_is_refused_and_changes_nothing(ctx, root):
+async def test_release_by_a_non_holder_is_a_usage_error_and_changes_nothing(ctx, root):
+    """agent-coord's rule and words (conformance release_wrong_agent): exit 1, not a refusal."""
     await claim(ctx, batch_id="b1")
     before = (root / CLAIM).read_bytes()
-    with pytest.raises(ClaimRefused) as excinfo:
+    with pytest.raises(UsageError) as excinfo:
         await release(ctx, "agent-b")
-    assert excinfo.value.exit_code == 3
-    assert "agent-a" in str(excinfo.value)
+    assert excinfo.value.exit_code == 1
+    assert str(excinfo.value) == "claim belongs to agent-a; agent-b cannot release it"
     assert (root / CLAIM).read_bytes() == before
     assert len(batch_events(root)) == 1
 

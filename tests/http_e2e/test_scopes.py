@@ -77,7 +77,7 @@ def test_batch_audit_on_a_filtered_event_listing_is_unknown(e2e_worker: Any, nod
     assert result.returncode == 2, out(result) + err(result)
     payload = json.loads(out(result))
     assert payload["verdict"] == "unknown"
-    assert "partially visible" in payload["reason"]
+    assert "filtered by a scoped token" in payload["reason"]
 
 
 def test_batch_audit_with_no_read_scope_is_unknown(e2e_worker: Any, node_factory: Any) -> None:
