@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import render, spec
 from agentcoordctl.options import BACKEND, BATCH_ID_REQUIRED, JSON, fail, run
 from agentcoordctl.spec import REQUIRED, Opt
@@ -62,8 +63,8 @@ COMMANDS = (
          Opt("--synthetic", "synthetic", "flag", help="Batch-level synthetic provenance."),
          Opt("--synthetic-kind", "synthetic_kind", metavar="KIND", help="simulation, smoke, …"),
          BACKEND),
-        register_batch),
+        register_batch, **AGENT_COORD),
     spec.Command(
         ("batch-audit",), "Telemetry-completeness gate: exit 0 complete, 1 incomplete, 2 unknown.",
-        (BATCH_ID_REQUIRED, JSON, BACKEND), batch_audit),
+        (BATCH_ID_REQUIRED, JSON, BACKEND), batch_audit, **AGENT_COORD),
 )

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import spec
 from agentcoordctl.spec import Exit, Opt
 
@@ -104,4 +105,4 @@ COMMANDS = (spec.Command(
          help="Where the commands go (default ~/.local/bin)."),
      Opt("--profile", "profile", metavar="PATH", help="Shell profile to extend (default: by $SHELL)."),
      Opt("--no-profile", "no_profile", "flag", help="Do not touch any shell profile.")),
-    bootstrap_command),)
+    bootstrap_command, **AGENT_COORD),)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import render, spec
 from agentcoordctl.lanes import KEEP_ALIVE
 from agentcoordctl.options import (
@@ -46,7 +47,7 @@ COMMANDS = (
         ("claim",), "Acquire or renew the lease on ISSUE_OR_PR (exit 3 while another holder is "
         "live or stale).",
         (AGENT_ID, REPO, TARGET, BATCH_ID, BRANCH, TTL, METADATA, BACKEND, JSON, KEEP_ALIVE),
-        claim),
+        claim, **AGENT_COORD),
     spec.Command(
         ("release",), "Release your claim on ISSUE_OR_PR: plain, structured handoff, or terminal "
         "closeout.",
@@ -55,5 +56,5 @@ COMMANDS = (
          Opt("--handoff-note", "handoff_note", metavar="TEXT",
              help="Structured handoff: the resume note."),
          *CLOSEOUT, METADATA, BACKEND, JSON),
-        release),
+        release, **AGENT_COORD),
 )

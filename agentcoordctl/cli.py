@@ -3,10 +3,8 @@ codes as `agent-coord`.
 
 Start-up time is the product here (an agent pays it on every call): only the
 invoked command's module is imported, and its declaration (agentcoordctl/spec.py)
-is parsed without typer. Help, and any argument list the fast parser does not
-take, go to the typer app built from the same declarations (typer_app.py),
-which prints help or the usage error; usage errors exit 1 as the spec says
-(click's default is 2).
+is parsed without typer, by agent-coord's rules and with its error words.
+Only help loads typer, to render the same declarations.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentcoordctl import output, spec
+from agentcoordctl.render import printable
 from agentcoordctl.options import TIMEOUT, Globals
 
 # command name -> module whose COMMANDS declare it
@@ -48,7 +47,8 @@ COMMANDS = {
     "bootstrap": "agentcoordctl.bootstrap",
     "validate": "agentcoordctl.validate",
 }
-CLICK_USAGE_EXIT = 2  # typer's usage errors (bad option, missing value) carry click's code
+HELP_WORDS = ("-h", "--help", "help")
+GROUPS = ("batch", "token")  # commands that are only a name for their subcommands
 
 
 def declarations(name: str | None = None) -> list[spec.Command]:
@@ -60,23 +60,24 @@ def declarations(name: str | None = None) -> list[spec.Command]:
     return found
 
 
-def split_globals(args: Sequence[str]) -> tuple[dict[str, Any], list[str]] | None:
-    """(app-level options, the words from the command on); None: typer must look."""
+def split_globals(args: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """(app-level options before the command, the words from the command on)."""
     values: dict[str, Any] = {}
     i = 0
-    while i < len(args) and args[i].startswith("-"):
-        name, eq, text = args[i].partition("=")
-        if name != TIMEOUT.name:
-            return None  # help, --version, an unknown option: typer answers
-        if not eq:
-            if i + 1 >= len(args):
-                return None
+    while i < len(args) and args[i].partition("=")[0] == TIMEOUT.name:
+        shown, eq, text = args[i].partition("=")
+        if eq:
+            shown = args[i]
+        elif i + 1 < len(args):
             i += 1
             text = args[i]
+            shown = f"{shown} {text}"
+        else:
+            raise spec.UsageProblem(f"missing argument: {shown}")
         try:
             values[TIMEOUT.dest] = spec.convert(TIMEOUT, text)
-        except spec.UsageProblem:
-            return None
+        except ValueError:
+            raise spec.UsageProblem(f"invalid argument: {shown}") from None
         i += 1
     return values, list(args[i:])
 
@@ -92,54 +93,51 @@ def find(words: Sequence[str]) -> tuple[spec.Command, list[str]] | None:
     return None
 
 
-def fast(args: list[str]) -> int | None:
-    """Parse and run without typer; None when typer must handle the argument list."""
-    split = split_globals(args)
-    if split is None:
-        return None
-    global_values, words = split
+def dispatch(args: list[str]) -> int:
+    """Parse and run one command line; usage errors exit 1 in agent-coord's words."""
+    try:
+        global_values, words = split_globals(args)
+    except spec.UsageProblem as problem:
+        return usage_error(problem, None, args)
+    if not words or words[0] in HELP_WORDS:
+        return show_help([])
     found = find(words)
     if found is None:
-        return None
+        if words[0] in GROUPS and (len(words) == 1 or words[1] in HELP_WORDS[:2]):
+            return show_help(words[:1])
+        shown = " ".join(words[:2]) if words[0] in GROUPS else words[0]
+        print(f"unknown command: {printable(shown)} (see 'agentcoordctl --help')", file=sys.stderr)
+        return 1
     command, rest = found
     try:
-        values = spec.parse(command, rest)
-    except spec.UsageProblem:
-        return None
-    Globals.timeout = global_values.get(TIMEOUT.dest, Globals.timeout)
+        values, global_after = spec.parse(command, rest, (TIMEOUT,))
+    except spec.HelpRequested:
+        return show_help(list(command.path))
+    except spec.UsageProblem as problem:
+        return usage_error(problem, command, args)
+    Globals.timeout = global_after.get(TIMEOUT.dest, global_values.get(TIMEOUT.dest, Globals.timeout))
     return _ran(command.run(**values))
 
 
-def with_typer(args: list[str]) -> int:
-    """Help, and every argument list the fast parser refused: typer parses and prints."""
+def usage_error(problem: spec.UsageProblem, command: spec.Command | None, args: Sequence[str]) -> int:
+    where = f"agentcoordctl {command.label}" if command else "agentcoordctl"
+    print(f"{printable(problem.message)} (see '{where} -h')", file=sys.stderr)
+    return command.usage_exit(args) if command and command.usage_exit else 1
+
+
+def show_help(path: list[str]) -> int:
+    """The help of the app, a group or a command, rendered by typer from the declarations."""
     import typer
 
     from agentcoordctl import typer_app
 
-    words = (split_globals(args) or ({}, args))[1]
-    name = words[0] if words else None
-    app = typer_app.build(declarations(name), TIMEOUT, _set_timeout)
-    found = find(words)
+    app = typer_app.build(declarations(path[0] if path else None), TIMEOUT, lambda _value: None)
     try:
-        rv = typer.main.get_command(app).main(args, prog_name="agentcoordctl",
-                                               standalone_mode=False)
-    except typer.TyperException as exc:
-        code = getattr(exc, "exit_code", 1)
-        if code == CLICK_USAGE_EXIT:  # click would exit 2; the spec says 1
-            print(usage_line(exc), file=sys.stderr)
-            usage_exit = found[0].usage_exit if found else None
-            return usage_exit(args) if usage_exit else 1
-        print(f"agentcoordctl: {exc.format_message()}", file=sys.stderr)
-        return code
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        return 1
-    return _ran(rv)
-
-
-def _set_timeout(value: float | None) -> None:
-    if value is not None:
-        Globals.timeout = value
+        typer.main.get_command(app).main([*path, "--help"], prog_name="agentcoordctl",
+                                         standalone_mode=False)
+    except typer.Exit as done:
+        return done.exit_code
+    return 0
 
 
 def _ran(rv: Any) -> int:
@@ -162,8 +160,7 @@ def _run(args: list[str]) -> int:
                   "text only)", file=sys.stderr)
             return 1
     try:
-        code = fast(args)
-        return with_typer(args) if code is None else code
+        return dispatch(args)
     except spec.Exit as done:
         return done.code
     except KeyboardInterrupt:
@@ -176,13 +173,6 @@ def _run(args: list[str]) -> int:
         print(f"agentcoordctl: internal error: {type(exc).__name__}: {detail}; coordination state "
               "is UNKNOWN (AGENT_COORD_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2
-
-
-def usage_line(exc: Any) -> str:
-    """One line instead of click's Usage/Try/Error block: what is wrong and where help is."""
-    where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "agentcoordctl"
-    message = " ".join(exc.format_message().split())
-    return f"{where}: {message} (see '{where} -h')"
 
 
 def run() -> None:

@@ -20,6 +20,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import client, spec
 from agentcoordctl.options import BACKEND, JSON, Globals, dump_json, eprint
 from agentcoordctl.render import printable
@@ -245,7 +246,8 @@ def unreachable_stack(error: str, state_root: str | None, api_url: str | None,
 
 def _usage_exit(argv: Sequence[str]) -> int:
     """Usage errors under --stack-json are exit 64 (the stack contract), not 1."""
-    return p.EXIT_STACK_USAGE if "--stack-json" in argv else p.EXIT_USAGE
+    stack_json = any(len(w) >= 7 and "--stack-json".startswith(w.partition("=")[0]) for w in argv)
+    return p.EXIT_STACK_USAGE if stack_json else p.EXIT_USAGE  # --stack (a unique prefix) too
 
 
 COMMANDS = (spec.Command(
@@ -262,4 +264,4 @@ COMMANDS = (spec.Command(
          help="Also report agentcoordd: versions, uptime, lanes, outbox, service, configured "
          "backend."),
      BACKEND),
-    doctor, usage_exit=_usage_exit),)
+    doctor, usage_exit=_usage_exit, **AGENT_COORD),)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import render, spec
 from agentcoordctl.claims import CLOSEOUT
 from agentcoordctl.options import (
@@ -54,4 +55,4 @@ COMMANDS = (spec.Command(
          help="If the backend cannot take the event now, queue it in agentcoordd's durable "
          "outbox (retried until delivered; exit 0, action queued, a warning)."),
      JSON),
-    record_event),)
+    record_event, **AGENT_COORD),)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import spec
 from agentcoordctl.options import BACKEND, JSON, fail, run
 from agentcoordctl.spec import Opt
@@ -36,10 +37,10 @@ COMMANDS = (spec.Command(
     (Opt("--dry-run", "dry_run", "flag", help="Print the plan; write nothing."),
      Opt("--execute", "execute", "flag", help="Archive, compact and expire."),
      JSON,
-     Opt("--hot-days", "hot_days", "int", metavar="DAYS"),
-     Opt("--archive-days", "archive_days", "int", metavar="DAYS"),
-     Opt("--synthetic-hot-days", "synthetic_hot_days", "int", metavar="DAYS"),
+     Opt("--hot-days", "hot_days", "int", metavar="DAYS", saturate=True),
+     Opt("--archive-days", "archive_days", "int", metavar="DAYS", saturate=True),
+     Opt("--synthetic-hot-days", "synthetic_hot_days", "int", metavar="DAYS", saturate=True),
      Opt("--prefix", "prefix", "many", metavar="claims|heartbeats|batches|events",
          help="Restrict hot-family scans (repeatable)."),
      BACKEND),
-    gc),)
+    gc, **AGENT_COORD),)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import render, spec
 from agentcoordctl.lanes import KEEP_ALIVE_HEARTBEAT
 from agentcoordctl.options import (
@@ -26,4 +27,4 @@ COMMANDS = (spec.Command(
     (AGENT_ID, OPT_REPO, OPT_TARGET, BATCH_ID, BRANCH,
      Opt("--status", "status", metavar="STATUS", help="Heartbeat status (default in_progress)."),
      TTL, METADATA, BACKEND, JSON, KEEP_ALIVE_HEARTBEAT),
-    heartbeat),)
+    heartbeat, **AGENT_COORD),)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import client, render, spec
 from agentcoordctl.options import JSON, Globals, dump_json, fail, run
 from agentcoordctl.spec import Arg
@@ -46,7 +47,7 @@ def config(*, action: str, json: bool) -> None:
 
 COMMANDS = (
     spec.Command(("version",), "Client and daemon versions (a daemon that is not running is not "
-                 "started).", (JSON,), version),
+                 "started).", (JSON,), version, **AGENT_COORD),
     spec.Command(("config",), "Runtime defaults, status vocabulary and machine-readable exit codes.",
-                 (Arg("action", "[show]", "Only `show`.", default="show"), JSON), config),
+                 (Arg("action", "[show]", "Only `show`.", default="show"), JSON), config, **AGENT_COORD),
 )

@@ -78,16 +78,13 @@ _METADATA_HELP = {
 def metadata(fields: dict[str, Any]) -> Metadata:
     """The Metadata Struct from its options (the Struct is the one list of them)."""
     fields = dict(fields)
-    generation = fields.get("generation")
-    if (isinstance(generation, str) and generation.isascii() and generation.isdigit()
-            and len(generation) < 19):  # an int64 stays an int; a longer one stays text
-        fields["generation"] = int(generation)
     fields["synthetic"] = True if fields.get("synthetic") else None
     return Metadata(**fields)
 
 
+_METADATA_KIND: dict[str, Any] = {"synthetic": "flag", "generation": "int"}  # agent-coord's types
 METADATA = Group("meta", tuple(
-    Opt("--" + name.replace("_", "-"), name, "flag" if name == "synthetic" else "text",
+    Opt("--" + name.replace("_", "-"), name, _METADATA_KIND.get(name, "text"),
         metavar=_METADATA_HELP[name][1], help=_METADATA_HELP[name][0], panel="Metadata")
     for name in Metadata.__struct_fields__), metadata)
 
@@ -105,7 +102,7 @@ OPT_TARGET = Opt("--target", "target", metavar="ISSUE_OR_PR", help="Issue or PR.
 BATCH_ID = Opt("--batch-id", "batch_id", metavar="ID", help="Batch id.")
 BATCH_ID_REQUIRED = Opt("--batch-id", "batch_id", default=REQUIRED, metavar="ID", help="Batch id.")
 BRANCH = Opt("--branch", "branch", metavar="BRANCH", help="Work branch.")
-TTL = Opt("--ttl", "ttl", "int", metavar="SECONDS", help="Lease length.")
+TTL = Opt("--ttl", "ttl", "int", metavar="SECONDS", saturate=True, help="Lease length.")
 
 
 def eprint(line: str) -> None:

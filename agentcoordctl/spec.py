@@ -1,15 +1,28 @@
 """Each ctl command declared once, as data: its options, arguments and option
-groups. Two things are built from a declaration and can never disagree:
+groups. `parse(command, argv)` is the parser every call takes (standard
+library only); typer renders help from the same declarations (typer_app.py).
 
-* `parse(command, argv)`: the fast path every agent call takes (standard
-  library only, no typer), with click's rules: `--opt value` and
-  `--opt=value`, flags take no value, the last of a repeated option wins
-  (repeatable ones collect), `--` ends options, an option's value is the
-  next word whatever it looks like;
-* the typer app (agentcoordctl/typer_app.py), imported only to render help
-  and usage errors. When the fast parser refuses an argument list, cli.py
-  hands it to typer, so every usage error reads exactly as typer prints it;
-  a property test checks that both accept and refuse the same lists alike.
+The parser behaves as agent-coord's (Ruby OptionParser), since agents and
+their prompts were written against that tool:
+
+* `--opt value` and `--opt=value`; an option's value is the next word,
+  whatever it looks like; `--` ends options;
+* a long option may be abbreviated to any unambiguous prefix of its words
+  (`--ag` = `--agent-id`, `--a-i` too; case and `_`/`-` do not matter) —
+  a prefix that also starts a longer option of the same name wins
+  (`--sy` = `--synthetic`, not `--synthetic-kind`);
+* `-x` is the one long option starting with x (`-j` = `--json`), `-h` is help;
+* values convert as they are met, left to right; the last repeated one wins;
+* errors read as agent-coord's: `invalid option: --x`, `ambiguous option: --st`,
+  `missing argument: --target`, `needless argument: --json=1`,
+  `invalid argument: --ttl 1.5`, `unexpected arguments: extra`,
+  `missing required --agent-id` (an empty value is missing too);
+* `-h`/`--help` anywhere shows the command's help, exit 0.
+
+A command also *accepts* options it ignores (`Command.accepts`): agent-coord
+takes its global options on every command, so a script passing one to
+`version` must keep working; the command's `checks` then refuse the ones
+agent-coord refuses there (closeout options outside a closeout, ...).
 
 A `Group` is declared once and applied to every command that takes it (the
 backend selectors, the metadata options, keep-alive, output): its options are
@@ -18,16 +31,26 @@ parsed like any other and handed to the command as one value.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 Kind = Literal["text", "int", "flag", "many", "custom"]
 REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
+WIRE_INT = 2**53  # the protocol's integer bound (agentcoordd.protocol.Int)
 
 
 class UsageProblem(Exception):
-    """The fast parser cannot take this argument list: typer renders the error."""
+    """The argument list is not one the command takes; the message is agent-coord's."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class HelpRequested(Exception):
+    """`-h`/`--help` was met: show the command's help and exit 0."""
 
 
 class Exit(Exception):
@@ -43,17 +66,22 @@ class Opt:
     name: str  # "--agent-id"
     dest: str  # "agent_id"
     kind: Kind = "text"
-    default: Any = None  # REQUIRED: the option must be given
+    default: Any = None  # REQUIRED: the option must be given, and not empty
     metavar: str | None = None
     help: str = ""
     panel: str | None = None  # help section
     parse: Callable[[str], Any] | None = None  # kind "custom": raises ValueError(reason)
-    minimum: int | None = None  # kind "int"
+    minimum: int | None = None  # kind "int": below is an invalid argument
     maximum: int | None = None
+    saturate: bool = False  # kind "int": beyond the wire bound means "as large as can be"
 
     @property
     def required(self) -> bool:
         return self.default is REQUIRED
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind != "flag"
 
 
 @dataclass(frozen=True)
@@ -79,6 +107,10 @@ class Group:
 
 
 Param = Opt | Arg | Group
+# A check sees every option given (declared or only accepted), by name, and refuses
+# with UsageProblem; a screen sees the raw words before parsing.
+Check = Callable[["Parsed"], None]
+Screen = Callable[["Command", Sequence[str]], None]
 
 
 @dataclass(frozen=True)
@@ -90,6 +122,9 @@ class Command:
     interspersed: bool = True  # False: options only before the first argument (run -- CMD)
     usage_exit: Callable[[Sequence[str]], int] | None = None  # default 1 (doctor --stack-json: 64)
     epilog: str = ""
+    accepts: tuple[Opt, ...] = ()  # taken and ignored (agent-coord's global options)
+    checks: tuple[Check, ...] = ()
+    screen: Screen | None = None
 
     def options(self) -> list[Opt]:
         out: list[Opt] = []
@@ -103,6 +138,69 @@ class Command:
     def arguments(self) -> list[Arg]:
         return [param for param in self.params if isinstance(param, Arg)]
 
+    def universe(self, extra: Sequence[Opt] = ()) -> dict[str, Opt]:
+        """Every long option the command takes, by name without dashes: its own first."""
+        table: dict[str, Opt] = {}
+        for opt in (*self.options(), *extra, *self.accepts, HELP):
+            table.setdefault(opt.name[2:], opt)
+        return table
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.path)
+
+
+HELP = Opt("--help", "help", "flag", help="Show this help.")
+
+
+@dataclass
+class Parsed:
+    command: Command
+    given: dict[str, Any]  # option name ("--ttl") -> its value, for every option met
+
+
+# ---- values ----------------------------------------------------------------------------
+
+# Ruby's Integer() as OptionParser accepts it: sign, 0x/0b prefixes, single underscores
+# between digits; no spaces, floats or 0o. A leading 0 reads as decimal here (agent-coord:
+# octal; docs/compat.md).
+_INTEGER = re.compile(
+    r"[-+]?(?:0(?:b[01]+(?:_[01]+)*|x[0-9a-f]+(?:_[0-9a-f]+)*)|[0-9]+(?:_[0-9]+)*)",
+    re.IGNORECASE | re.ASCII)
+
+
+def integer(text: str) -> int:
+    """An integer in agent-coord's syntax; ValueError otherwise. Huge values are kept
+    huge (beyond 40 digits: 10**40, so nothing pays for parsing a megabyte of digits)."""
+    if not _INTEGER.fullmatch(text):
+        raise ValueError(text)
+    sign = -1 if text[0] == "-" else 1
+    body = text.lstrip("+-").replace("_", "").lower()
+    if body[:2] in ("0x", "0b"):
+        digits, base = body[2:], 16 if body[1] == "x" else 2
+    else:
+        digits, base = body, 10
+    if len(digits) > 40:
+        return sign * 10**40
+    return sign * int(digits, base)
+
+
+def convert(opt: Opt, text: str) -> Any:
+    """One option value; ValueError when it is not one."""
+    if opt.kind in ("text", "many"):
+        return text
+    if opt.kind == "int":
+        value = integer(text)
+        if opt.saturate:
+            value = max(-WIRE_INT, min(WIRE_INT, value))
+        low = -WIRE_INT if opt.minimum is None else opt.minimum
+        high = WIRE_INT if opt.maximum is None else opt.maximum
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+    assert opt.parse is not None
+    return opt.parse(text)
+
 
 def initial(opt: Opt) -> Any:
     if opt.kind == "flag":
@@ -110,38 +208,73 @@ def initial(opt: Opt) -> Any:
     return None if opt.required else opt.default
 
 
-def convert(opt: Opt, text: str) -> Any:
-    """One option value, or UsageProblem (typer words the message)."""
-    if opt.kind in ("text", "many"):
-        return text
-    if opt.kind == "int":
-        try:
-            value = int(text)
-        except ValueError:
-            raise UsageProblem(opt.name) from None
-        if (opt.minimum is not None and value < opt.minimum) or (
-                opt.maximum is not None and value > opt.maximum):
-            raise UsageProblem(opt.name)
-        return value
-    assert opt.parse is not None
-    try:
-        return opt.parse(text)
-    except ValueError:
-        raise UsageProblem(opt.name) from None
+# ---- resolving an option name ----------------------------------------------------------
+
+_AMBIGUOUS, _INVALID = "ambiguous option", "invalid option"
 
 
-def parse(command: Command, argv: Sequence[str]) -> dict[str, Any]:
-    """The command's keyword arguments from `argv` (the words after its name)."""
-    by_name = {opt.name: opt for opt in command.options()}
-    by_dest = {opt.dest: opt for opt in by_name.values()}
-    raw: dict[str, Any] = {opt.dest: initial(opt) for opt in by_name.values()}
-    texts: dict[str, list[str]] = {}
+def resolve(table: dict[str, Opt], key: str, *, icase: bool) -> Opt | str:
+    """The option `key` (a name without dashes, maybe abbreviated) names, or why none:
+    each word of the key starts the option's word (`a-i` → `agent-id`); of several, the
+    shortest wins when every other one starts with it."""
+    if key in table:
+        return table[key]
+    pattern = re.compile(r"\A" + re.sub(r"\w+\b", lambda m: m.group(0) + r"\w*", re.escape(key)),
+                         re.IGNORECASE if icase else 0)
+    found = sorted((name for name in table if pattern.match(name)), key=len)
+    if not found:
+        return _INVALID
+    best = found[0]
+    for other in found[1:]:
+        if table[other] is not table[best] and not other.startswith(best):
+            return _AMBIGUOUS
+    return table[best]
+
+
+# ---- parsing ---------------------------------------------------------------------------
+
+
+def parse(command: Command, argv: Sequence[str],
+          extra: Sequence[Opt] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the command's keyword arguments, values of the `extra` options) from `argv`,
+    the words after the command's name. Raises UsageProblem or HelpRequested."""
+    if command.screen is not None:
+        command.screen(command, argv)
+    table = command.universe(extra)
+    declared = {id(opt) for opt in command.options()}
+    raw: dict[str, Any] = {opt.dest: initial(opt) for opt in command.options()}
+    given: dict[str, Any] = {}
     words: list[str] = []
+    pending = list(argv)
+    pending.reverse()  # a stack: short-option clusters push their rest back
+
+    def take(opt: Opt, shown: str, value: str | None, joined: bool) -> None:
+        if not opt.takes_value:
+            if value is not None:
+                raise UsageProblem(f"needless argument: {shown}")
+            if opt is HELP:
+                raise HelpRequested()
+            converted: Any = True
+        else:
+            if value is None:
+                if not pending:
+                    raise UsageProblem(f"missing argument: {shown}")
+                value = pending.pop()
+                joined = False
+            try:
+                converted = convert(opt, value)
+            except ValueError:
+                raise UsageProblem(f"invalid argument: {shown if joined else shown + ' ' + value}") from None
+        if opt.kind == "many":
+            given.setdefault(opt.name, []).append(converted)
+        else:
+            given[opt.name] = converted
+        if id(opt) in declared:
+            raw[opt.dest] = given[opt.name]
+
     options_done = False
-    i = 0
-    while i < len(argv):
-        word = argv[i]
-        i += 1
+    while pending:
+        word = pending.pop()
         if options_done or word == "-" or not word.startswith("-"):
             words.append(word)
             if not command.interspersed:
@@ -150,42 +283,47 @@ def parse(command: Command, argv: Sequence[str]) -> dict[str, Any]:
         if word == "--":
             options_done = True
             continue
-        if word in ("-h", "--help") or not word.startswith("--"):
-            raise UsageProblem(word)  # help, or a short option we do not have
-        name, eq, text = word.partition("=")
-        opt = by_name.get(name)
-        if opt is None:
-            raise UsageProblem(name)
-        if opt.kind == "flag":
-            if eq:
-                raise UsageProblem(name)
-            raw[opt.dest] = True
+        if word.startswith("--"):
+            key, eq, value = word[2:].partition("=")
+            found = resolve(table, key.replace("_", "-"), icase=True)
+            if isinstance(found, str):
+                raise UsageProblem(f"{found}: {word}")
+            take(found, word, value if eq else None, bool(eq))
             continue
-        if not eq:
-            if i >= len(argv):
-                raise UsageProblem(name)  # requires a value
-            text = argv[i]
-            i += 1
-        texts.setdefault(opt.dest, []).append(text)
-    for dest, seen in texts.items():  # like click: converted at the end, the last one wins
-        opt = by_dest[dest]
-        raw[dest] = [convert(opt, t) for t in seen] if opt.kind == "many" else convert(opt, seen[-1])
-    for opt in by_name.values():
-        if opt.required and opt.dest not in texts:
-            raise UsageProblem(opt.name)
+        letter, rest = word[1], word[2:]
+        if letter == "h":
+            raise HelpRequested()
+        found = resolve(table, letter, icase=False)
+        if isinstance(found, str):
+            raise UsageProblem(f"{found}: {word}")
+        if rest.startswith("="):
+            take(found, word, rest[1:] if found.takes_value else rest, True)
+        elif found.takes_value:
+            take(found, word, rest or None, bool(rest))
+        else:
+            take(found, word[:2], None, False)
+            if rest:
+                pending.append("-" + rest)  # -jx: -j, then -x
     for arg in command.arguments():
         if arg.rest:
-            raw[arg.dest] = words
-            words = []
+            raw[arg.dest], words = words, []
         elif words:
             raw[arg.dest] = words.pop(0)
-        elif arg.required:
-            raise UsageProblem(arg.metavar)
         else:
-            raw[arg.dest] = arg.default
+            raw[arg.dest] = None if arg.required else arg.default
     if words:
-        raise UsageProblem(words[0])  # an unexpected extra argument
-    return finish(command, raw)
+        raise UsageProblem(f"unexpected arguments: {' '.join(words)}")
+    for check in command.checks:
+        check(Parsed(command, given))
+    for opt in command.options():
+        if opt.required and given.get(opt.name) in (None, ""):
+            raise UsageProblem(f"missing required {opt.name}")
+    for arg in command.arguments():
+        if arg.required and raw[arg.dest] in (None, []):
+            raise UsageProblem(f"missing argument: {arg.metavar}")
+    extras = {opt.dest: given[opt.name] for opt in extra
+              if opt.name in given and table[opt.name[2:]] is opt}
+    return finish(command, raw), extras
 
 
 def finish(command: Command, raw: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import render, spec
 from agentcoordctl.options import BACKEND, BATCH_ID, JSON, OPT_REPO, OPT_TARGET, run, seconds_at_least
 from agentcoordctl.spec import Opt
@@ -34,4 +35,4 @@ COMMANDS = (spec.Command(
      Opt("--interval", "interval", "custom", default=2.0, parse=seconds_at_least(0.2),
          metavar="SECONDS", help="--watch refresh period."),
      BACKEND),
-    status),)
+    status, **AGENT_COORD),)

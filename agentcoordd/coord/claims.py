@@ -15,7 +15,7 @@ from agentcoordd.model.errors import ClaimRefused, UsageError
 from agentcoordd.model.identity import stamp_attribution
 from agentcoordd.model.liveness import liveness
 from agentcoordd.model.records import SCHEMA_VERSION, Claim, Heartbeat, Metadata, load, try_load
-from agentcoordd.model.timefmt import format_ts, parse_ts
+from agentcoordd.model.timefmt import expiry, format_ts, parse_ts
 from agentcoordd.store.base import InvalidRecord, Versioned
 
 DEFAULT_CLAIM_TTL = 4 * 3600
@@ -59,7 +59,7 @@ async def claim(
 
     async def decide(current: Versioned | None) -> Put:
         now = ctx.clock.now()
-        stamps = {"updated_at": format_ts(now), "expires_at": format_ts(now + dt.timedelta(seconds=ttl))}
+        stamps = {"updated_at": format_ts(now), "expires_at": expiry(now, ttl)}
         fresh = stamp_attribution(
             {
                 "schema_version": SCHEMA_VERSION,

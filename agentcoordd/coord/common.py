@@ -19,25 +19,23 @@ MAX_FIELD_BYTES = 8192
 
 
 def metadata_fields(meta: Metadata) -> dict[str, Any]:
-    """The metadata options the caller actually passed (unset ones are absent)."""
+    """The metadata options the caller actually passed (unset ones are absent), verbatim:
+    agent-coord stores an empty or odd value as given (`--phase ''`, a kind without
+    --synthetic); only terminal closeouts check theirs."""
     fields = msgspec.to_builtins(meta)
     for name, value in fields.items():
         if isinstance(value, str):
             text_field(name, value)
-    kind = fields.get("synthetic_kind")
-    if kind is not None and not fields.get("synthetic"):
-        raise UsageError("--synthetic-kind requires --synthetic")
     return fields
 
 
 def text_field(name: str, value: str | None, *, required: bool = False) -> str | None:
-    """Free-text payload fields: non-empty when given, bounded, valid UTF-8."""
-    if value is None:
+    """Free-text payload fields: bounded, valid UTF-8, stored as given (empty too, as in
+    agent-coord); a required one must not be empty."""
+    if value is None or (required and not value):
         if required:
             raise UsageError(f"missing required --{name.replace('_', '-')}")
         return None
-    if not value.strip():
-        raise UsageError(f"--{name.replace('_', '-')} must not be empty")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
@@ -50,8 +48,8 @@ def text_field(name: str, value: str | None, *, required: bool = False) -> str |
 def positive_ttl(ttl: int | None, default: int) -> int:
     if ttl is None:
         return default
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0 or ttl > 10 * 365 * 86400:
-        raise UsageError(f"--ttl must be a positive number of seconds: {ttl}")
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:  # no upper bound: see expiry
+        raise UsageError(f"--ttl must be positive (seconds): {ttl}")
     return ttl
 
 

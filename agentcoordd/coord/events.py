@@ -185,7 +185,7 @@ async def record_event(
             fields[name] = value
     fields.update(meta_fields)
     if status is not None:
-        normalized = normalize_status(text_field("status", status) or "", event_type=event_type)
+        normalized = normalize_status(text_field("status", status) or status, event_type=event_type)
         fields["status"] = normalized.status
         if normalized.status_raw is not None:
             fields["status_raw"] = normalized.status_raw

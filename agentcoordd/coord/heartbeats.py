@@ -14,7 +14,7 @@ from agentcoordd.model.errors import UsageError
 from agentcoordd.model.identity import stamp_attribution
 from agentcoordd.model.records import SCHEMA_VERSION, Heartbeat, Metadata, load
 from agentcoordd.model.status import DEFAULT_HEARTBEAT_STATUS, normalize_status
-from agentcoordd.model.timefmt import format_ts
+from agentcoordd.model.timefmt import expiry, format_ts
 from agentcoordd.store.base import Versioned
 
 DEFAULT_HEARTBEAT_TTL = 15 * 60
@@ -49,7 +49,8 @@ async def heartbeat(
     for name, value in (("repo", repo), ("target", target), ("batch_id", batch_id), ("branch", branch)):
         if value is not None:
             fields[name] = value
-    normalized = normalize_status(text_field("status", status) or DEFAULT_HEARTBEAT_STATUS)
+    given = text_field("status", status)
+    normalized = normalize_status(DEFAULT_HEARTBEAT_STATUS if given is None else given)
     if normalized.warning:
         ctx.warn(normalized.warning)
 
@@ -65,7 +66,7 @@ async def heartbeat(
         if normalized.status_raw is not None:
             record["status_raw"] = normalized.status_raw
         record["updated_at"] = format_ts(now)
-        record["expires_at"] = format_ts(now + dt.timedelta(seconds=ttl))
+        record["expires_at"] = expiry(now, ttl)
         record = stamp_attribution(record, ctx.identity)
         load(Heartbeat, record, path)
         return Put(record, (record, previous_phase))

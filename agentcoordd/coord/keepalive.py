@@ -20,7 +20,7 @@ from agentcoordd.model import ids
 from agentcoordd.model.errors import CoordError
 from agentcoordd.model.records import Claim, Heartbeat, load
 from agentcoordd.model.status import is_terminal
-from agentcoordd.model.timefmt import format_ts
+from agentcoordd.model.timefmt import expiry, format_ts
 from agentcoordd.store.base import BlockingStore, Versioned
 
 
@@ -81,7 +81,7 @@ def renewal(current: Versioned | None, *, path: str, agent_id: str, ttl: int,
         raise LaneEnded("terminal", f"heartbeat {agent_id} reports terminal status {beat.status}")
     record = dict(current.data)
     record["updated_at"] = format_ts(now)
-    record["expires_at"] = format_ts(now + dt.timedelta(seconds=ttl))
+    record["expires_at"] = expiry(now, ttl)
     return Put(record, record)
 
 

@@ -10,6 +10,18 @@ UTC = dt.timezone.utc
 TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
+LATEST = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)  # the last stamp four digits can spell
+
+
+def expiry(now: dt.datetime, seconds: int) -> str:
+    """`now + seconds`, stamped; a lease past year 9999 expires at LATEST (agent-coord writes
+    a five-digit year no RFC 3339 reader takes)."""
+    try:
+        return format_ts(min(now + dt.timedelta(seconds=seconds), LATEST))
+    except OverflowError:
+        return format_ts(LATEST)
+
+
 def format_ts(moment: dt.datetime) -> str:
     """`YYYY-MM-DDTHH:MM:SSZ` in UTC, second precision (the stored spelling)."""
     return moment.astimezone(UTC).strftime(TS_FORMAT)

@@ -345,19 +345,24 @@ async def test_hostile_identifier_on_release_is_a_usage_error_leaving_no_file(ct
     assert all_files(root) == []
 
 
-@pytest.mark.parametrize("ttl", [0, -1, True, 1.5, "600", 10**12])
+@pytest.mark.parametrize("ttl", [0, -1, True, 1.5, "600"])
 async def test_ttl_must_be_a_positive_integer(ctx, root, ttl):
-    with pytest.raises(UsageError, match="--ttl") as excinfo:
+    with pytest.raises(UsageError, match="^--ttl must be positive") as excinfo:
         await claim(ctx, ttl=ttl)
     assert excinfo.value.exit_code == 1
     assert all_files(root) == []
 
 
+@pytest.mark.parametrize("ttl", [10**12, 2**53])
+async def test_a_lease_past_year_9999_expires_at_the_last_stamp(ctx, root, ttl):
+    """agent-coord takes any positive TTL; its five-digit years are clamped (docs/compat.md)."""
+    await claim(ctx, ttl=ttl)
+    assert read(root, CLAIM)["expires_at"] == "9999-12-31T23:59:59Z"
+
+
 @pytest.mark.parametrize(
     "meta",
     [
-        pytest.param(Metadata(synthetic_kind="smoke"), id="kind-without-synthetic"),
-        pytest.param(Metadata(phase=""), id="empty-phase"),
         pytest.param(Metadata(host="x" * 10_000), id="10KB-host"),
         pytest.param(Metadata(operator="a\x00b"), id="NUL-operator"),
         pytest.param(Metadata(thread_handle="a\udcff"), id="surrogate-thread"),
@@ -367,6 +372,19 @@ async def test_bad_metadata_is_a_usage_error_leaving_no_file(ctx, root, meta):
     with pytest.raises(UsageError):
         await claim(ctx, meta=meta)
     assert all_files(root) == []
+
+
+async def test_odd_metadata_is_stored_verbatim(ctx, root):
+    """agent-coord (conformance metadata_option_bad_values): empty strings, a kind without
+    --synthetic and non-URLs are kept as given on non-terminal writes."""
+    await claim(ctx, meta=Metadata(phase="", host="", synthetic_kind="", operator=" ",
+                                   pr_url="not a url", dashboard_url="ftp://example.test/x"))
+    record = read(root, CLAIM)
+    assert {k: record[k] for k in ("phase", "host", "synthetic_kind", "operator", "pr_url",
+                                   "dashboard_url")} == {
+        "phase": "", "host": "", "synthetic_kind": "", "operator": " ", "pr_url": "not a url",
+        "dashboard_url": "ftp://example.test/x"}
+    assert "synthetic" not in record
 
 
 async def test_synthetic_markers_are_recorded(ctx, root):

@@ -283,17 +283,25 @@ async def test_ttl_must_be_a_positive_integer(ctx, root, ttl):
     assert all_files(root) == []
 
 
-@pytest.mark.parametrize("status", ["", "   ", "a" * 10_000, "do\x00ne", "\udcff"])
+@pytest.mark.parametrize("status", ["a" * 10_000, "do\x00ne", "\udcff"])
 async def test_bad_status_is_a_usage_error(ctx, root, status):
     with pytest.raises(UsageError):
         await beat(ctx, status=status)
     assert all_files(root) == []
 
 
-async def test_synthetic_kind_requires_synthetic(ctx, root):
-    with pytest.raises(UsageError, match="--synthetic"):
-        await beat(ctx, meta=Metadata(synthetic_kind="smoke"))
-    assert all_files(root) == []
+@pytest.mark.parametrize("status", ["", "   "])
+async def test_a_blank_status_is_kept_verbatim_with_a_warning(ctx, root, status):
+    """agent-coord: not in the vocabulary, so stored as given with a status_raw copy."""
+    await beat(ctx, status=status)
+    record = read(root, HB)
+    assert (record["status"], record["status_raw"]) == (status, status)
+    assert any("not in the canonical status vocabulary" in w for w in ctx.warnings)
+
+
+async def test_a_synthetic_kind_without_synthetic_is_kept(ctx, root):
+    await beat(ctx, meta=Metadata(synthetic_kind="smoke"))
+    assert read(root, HB)["synthetic_kind"] == "smoke"
 
 
 async def test_an_invalid_stored_heartbeat_is_an_error_naming_its_path(ctx, store, root):
