@@ -8,10 +8,20 @@ Order, first match wins:
    AGENT_COORD_STATE_ROOT (API URL + state root: HTTP wins, with a warning;
    likewise API URL + etcd endpoints, and etcd endpoints + state root: etcd),
    then the legacy AGENT_COORD_BACKEND (refused);
-3. AGENT_COORD_LOCAL=1|true|yes: the zero-config local root, on purpose;
-4. the machine's configured backend: the consumer env files, then the
+3. reads only (status, batch-audit, doctor): AGENT_COORD_STATUS_STATE_ROOT;
+   then AGENT_COORD_API_TOKEN without an API URL is an error (exit 2), as in
+   agent-coord;
+4. AGENT_COORD_LOCAL=1|true|yes: the zero-config local root, on purpose;
+5. the machine's configured backend: the consumer env files, then the
    daemon's own environment (a systemd EnvironmentFile, say);
-5. the zero-config local root, with the spec's `local mode` notice.
+6. the zero-config local root, with the spec's `local mode` notice.
+
+As in agent-coord, AGENT_COORD_API_URL and AGENT_COORD_API_TOKEN count when
+they are not empty (`" "` is a URL, an invalid one: exit 2); a blank
+AGENT_COORD_STATE_ROOT (or AGENT_COORD_STATUS_STATE_ROOT) is ignored
+(agent-coord would use a directory named " "). A read served by a local root
+while a consumer env file configures AGENT_COORD_API_URL carries agent-coord's
+read split-brain warning. Warnings are agent-coord's words.
 
 etcd settings come from the same mapping as the endpoints that selected it
 (the caller's environment for --etcd-endpoints): AGENT_COORD_ETCD_USER with
@@ -27,6 +37,7 @@ files get it without the execute bits): an operator's way to share a root.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import os
@@ -41,12 +52,33 @@ from agentcoordd.store.files import parse_mode
 
 Kind = Literal["local", "http", "etcd"]
 LOCAL_OPT_IN = frozenset({"1", "true", "yes"})
+RUBY_STRIP = " \t\n\v\f\r\0"  # what Ruby's String#strip removes (ASCII only)
+STATUS_STATE_ROOT_VAR = "AGENT_COORD_STATUS_STATE_ROOT"
 LEGACY_REFUSAL = "legacy GitHub backend not supported; use --api-url or --etcd-endpoints"
 LOCAL_NOTICE = "notice: local mode — single-machine only; state root: {root}"
+# agent-coord's words (printed after "warning: ").
 BOTH_SET_WARNING = (
-    "both AGENT_COORD_API_URL and AGENT_COORD_STATE_ROOT are set; using the HTTP backend "
-    "(AGENT_COORD_API_URL). Pass --state-root only for an explicit local smoke check."
+    "AGENT_COORD_API_URL and AGENT_COORD_STATE_ROOT are both set; using the HTTP backend. "
+    "Pass --state-root to force local."
 )
+FLAG_API_ENV_ROOT_WARNING = (
+    "--api-url and AGENT_COORD_STATE_ROOT are both set; using the HTTP backend. "
+    "Pass --state-root to force local."
+)
+FLAG_API_FLAG_ROOT_WARNING = "--api-url and --state-root are both set; using the local backend."
+ENV_API_FLAG_ROOT_WARNING = (
+    "AGENT_COORD_API_URL and --state-root are both set; using the local backend.")
+ENV_ETCD_FLAG_ROOT_WARNING = (
+    "AGENT_COORD_ETCD_ENDPOINTS and --state-root are both set; using the local backend.")
+TOKEN_WITHOUT_URL = (
+    "AGENT_COORD_API_TOKEN is set but AGENT_COORD_API_URL is missing or empty; "
+    "set AGENT_COORD_API_URL or unset AGENT_COORD_API_TOKEN"
+)
+READ_SPLIT_BRAIN_WARNING = (
+    "split-brain configuration: {path} configures AGENT_COORD_API_URL, but this CLI is using the "
+    "local backend. Load that env file for fleet reads or remove it if local mode is intended."
+)
+INVALID_URL = "invalid HTTP backend URL: expected http(s) URL with host"
 API_AND_ETCD_WARNING = (
     "both AGENT_COORD_API_URL and AGENT_COORD_ETCD_ENDPOINTS are set; using the HTTP backend "
     "(AGENT_COORD_API_URL). Unset one of them."
@@ -102,12 +134,20 @@ class Resolved:
 
 
 def _value(env: Mapping[str, str], name: str) -> str | None:
+    """A value that counts only when not blank (state roots, etcd settings, ids)."""
     value = env.get(name)
     return value.strip() or None if isinstance(value, str) else None
 
 
+def _set(env: Mapping[str, str], name: str) -> str | None:
+    """A value that counts when not empty, as agent-coord reads AGENT_COORD_API_URL/_TOKEN."""
+    value = env.get(name)
+    return value if isinstance(value, str) and value else None
+
+
 def local_opt_in(env: Mapping[str, str]) -> bool:
-    return (env.get("AGENT_COORD_LOCAL") or "").strip().lower() in LOCAL_OPT_IN
+    """agent-coord's `local_mode_opt_in?`: 1, true or yes, ASCII-trimmed, case-insensitive."""
+    return (env.get("AGENT_COORD_LOCAL") or "").strip(RUBY_STRIP).lower() in LOCAL_OPT_IN
 
 
 def implicit_root(env: Mapping[str, str]) -> str:
@@ -185,7 +225,7 @@ def _local(root: str, values: Mapping[str, str], source: str, cwd: str, machine:
 def _from_values(values: Mapping[str, str], source: str, cwd: str, machine: str | None,
                  warnings: list[str]) -> Resolved | None:
     """API URL, etcd endpoints or state root from one mapping (env / env file)."""
-    api = _value(values, "AGENT_COORD_API_URL")
+    api = _set(values, "AGENT_COORD_API_URL")
     etcd = _value(values, "AGENT_COORD_ETCD_ENDPOINTS")
     root = _value(values, "AGENT_COORD_STATE_ROOT")
     if api:
@@ -193,7 +233,7 @@ def _from_values(values: Mapping[str, str], source: str, cwd: str, machine: str 
             warnings.append(BOTH_SET_WARNING)
         if etcd:
             warnings.append(API_AND_ETCD_WARNING)
-        return Resolved("http", api.rstrip("/"), source, _value(values, "AGENT_COORD_API_TOKEN"),
+        return Resolved("http", api.rstrip("/"), source, _set(values, "AGENT_COORD_API_TOKEN"),
                         machine_id=machine, warnings=tuple(warnings))
     if etcd:
         if root:
@@ -205,13 +245,44 @@ def _from_values(values: Mapping[str, str], source: str, cwd: str, machine: str 
     return None
 
 
+def _overridden_by_state_root(selection: Selection, env: Mapping[str, str]) -> list[str]:
+    """agent-coord's warning when --state-root overrides another configured backend."""
+    if selection.api_url:
+        return [FLAG_API_FLAG_ROOT_WARNING]
+    if _set(env, "AGENT_COORD_API_URL"):
+        return [ENV_API_FLAG_ROOT_WARNING]
+    if _value(env, "AGENT_COORD_ETCD_ENDPOINTS"):
+        return [ENV_ETCD_FLAG_ROOT_WARNING]
+    return []
+
+
 def resolve(selection: Selection, env: Mapping[str, str], cwd: str = "",
-            daemon_env: Mapping[str, str] | None = None, *, write: bool = False) -> Resolved:
-    """Pick the backend for one call. Raises UsageError / OperationalError."""
+            daemon_env: Mapping[str, str] | None = None, *, write: bool = False,
+            status_read: bool = False) -> Resolved:
+    """Pick the backend for one call. Raises UsageError / OperationalError.
+
+    `status_read`: agent-coord's status-style reads (status, batch-audit,
+    doctor), which honour AGENT_COORD_STATUS_STATE_ROOT and warn when a local
+    root serves them while an env file configures the fleet API URL.
+    """
+    files = envfiles.existing(env, cwd)
+    resolved = _resolve(selection, env, cwd, daemon_env, files, write=write, status_read=status_read)
+    if status_read and resolved.kind == "local" and not local_opt_in(env) \
+            and not _set(env, "AGENT_COORD_API_URL"):
+        path = envfiles.configuring_api_url(files)
+        if path is not None:
+            warning = READ_SPLIT_BRAIN_WARNING.format(path=path)
+            resolved = dataclasses.replace(resolved, warnings=(*resolved.warnings, warning))
+    return resolved
+
+
+def _resolve(selection: Selection, env: Mapping[str, str], cwd: str,
+             daemon_env: Mapping[str, str] | None, files: list[envfiles.EnvFile], *,
+             write: bool, status_read: bool) -> Resolved:
     daemon_env = os.environ if daemon_env is None else daemon_env
-    files = envfiles.existing(env)
     machine = _value(daemon_env, "AGENT_COORD_MACHINE_ID") or next(
-        (f.get("AGENT_COORD_MACHINE_ID") for f in files if f.get("AGENT_COORD_MACHINE_ID")), None)
+        (f.get("AGENT_COORD_MACHINE_ID") for f in files
+         if f.error is None and f.get("AGENT_COORD_MACHINE_ID")), None)
     warnings: list[str] = []
 
     # 1. explicit flags
@@ -222,7 +293,11 @@ def resolve(selection: Selection, env: Mapping[str, str], cwd: str = "",
         "--backend": selection.backend,
     }
     chosen = [(flag, value) for flag, value in explicit.items() if value]
-    if len(chosen) > 1:
+    if [flag for flag, _ in chosen] == ["--state-root", "--api-url"]:
+        # agent-coord's rule for exactly this pair: the local root wins, with a warning
+        # (the etcd flag is ours; combined with anything it stays a usage error).
+        chosen = chosen[:1]
+    elif len(chosen) > 1:
         raise UsageError(
             "choose one backend: " + " and ".join(flag for flag, _ in chosen)
             + " were both given; pass exactly one of --state-root, --api-url or --etcd-endpoints"
@@ -231,10 +306,13 @@ def resolve(selection: Selection, env: Mapping[str, str], cwd: str = "",
         flag, value = chosen[0]
         assert value is not None
         if flag == "--state-root":
-            return _local(value, env, flag, cwd, machine, [], callers=True)
+            warnings.extend(_overridden_by_state_root(selection, env))
+            return _local(value, env, flag, cwd, machine, warnings, callers=True)
         if flag == "--api-url":
-            return Resolved("http", value.rstrip("/"), flag, _value(env, "AGENT_COORD_API_TOKEN"),
-                            machine_id=machine)
+            if _value(env, "AGENT_COORD_STATE_ROOT"):
+                warnings.append(FLAG_API_ENV_ROOT_WARNING)
+            return Resolved("http", value.rstrip("/"), flag, _set(env, "AGENT_COORD_API_TOKEN"),
+                            machine_id=machine, warnings=tuple(warnings))
         if flag == "--etcd-endpoints":
             return _etcd(value, env, flag, cwd, machine, [])
         raise OperationalError(LEGACY_REFUSAL)
@@ -246,11 +324,18 @@ def resolve(selection: Selection, env: Mapping[str, str], cwd: str = "",
     if _value(env, "AGENT_COORD_BACKEND"):
         raise OperationalError(LEGACY_REFUSAL)
 
-    # 3. explicit opt-in to the zero-config root
+    # 3. a read-only status root; a token without its URL
+    status_root = _value(env, STATUS_STATE_ROOT_VAR) if status_read else None
+    if status_root:
+        return _local(status_root, env, STATUS_STATE_ROOT_VAR, cwd, machine, warnings, callers=True)
+    if _set(env, "AGENT_COORD_API_TOKEN"):
+        raise OperationalError(TOKEN_WITHOUT_URL)
+
+    # 4. explicit opt-in to the zero-config root
     if local_opt_in(env):
         return _implicit(env, machine, warnings)
 
-    # 4. the machine's configured backend
+    # 5. the machine's configured backend
     for loaded in files:
         if loaded.error is not None:
             message = (
@@ -269,7 +354,7 @@ def resolve(selection: Selection, env: Mapping[str, str], cwd: str = "",
     if found is not None:
         return found
 
-    # 5. zero-config
+    # 6. zero-config
     return _implicit(env, machine, warnings)
 
 
@@ -292,6 +377,22 @@ def _open_etcd(cls: Any, resolved: Resolved) -> Any:
         files = ", ".join(options[k] for k in ("ca_file", "cert_file", "key_file") if k in options)
         raise OperationalError(
             f"cannot load etcd TLS files {files} ({resolved.source}): {exc.strerror or exc}") from None
+
+
+def _open_http(cls: Any, resolved: Resolved) -> Any:
+    """agent-coord's answer to a URL that is not http(s)://HOST: exit 2, its words first."""
+    import httpx  # already loaded with the HTTP store
+
+    try:
+        return cls(resolved.location, resolved.token or "")
+    except (UsageError, ValueError, httpx.InvalidURL):
+        hint = ""
+        if resolved.source.startswith("env file "):
+            hint = (f"; fix AGENT_COORD_API_URL in {resolved.source[len('env file '):]}, pass "
+                    "--state-root PATH to choose a local root explicitly, or set AGENT_COORD_LOCAL=1 "
+                    "to opt into local mode")
+        raise OperationalError(
+            f"{INVALID_URL}: {resolved.location!r} ({resolved.source}){hint}") from None
 
 
 class StorePool:
@@ -331,7 +432,7 @@ class StorePool:
             return CachingStore(cls(resolved.location, **mode))
         if resolved.kind == "etcd":
             return _open_etcd(cls, resolved)
-        return cls(resolved.location, resolved.token or "")
+        return _open_http(cls, resolved)
 
     def describe(self) -> list[dict[str, Any]]:
         return list(self._described.values())

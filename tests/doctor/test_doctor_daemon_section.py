@@ -59,12 +59,12 @@ def test_installed_service_units_are_reported(daemon: Daemon) -> None:
 def test_unparsable_env_file_is_listed_in_the_daemon_section(daemon: Daemon) -> None:
     env_file = daemon.base / "xdgconfig" / "agent-coord" / "env"
     env_file.parent.mkdir(parents=True)
-    env_file.write_text("nonsense\n")
+    env_file.write_bytes(b"\xff\n")  # not text: unusable (a non-assignment line is skipped)
     result = daemon.ctl("doctor", "--json", "--daemon", unset=("AGENT_COORD_STATE_ROOT",))
     assert result.returncode == 2
     section = json.loads(out(result))["daemon"]
     assert section["env_files"][0] == {"path": str(env_file), "status": "error",
-                                       "error": "line 1 is not KEY=value"}
+                                       "error": "line 1 is not UTF-8 text"}
 
 
 def test_version_mismatch_is_flagged_and_degrades_the_stack_cli_check(daemon: Daemon) -> None:

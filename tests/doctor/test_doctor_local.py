@@ -127,7 +127,7 @@ def test_stack_json_usage_errors_are_exit_64_with_no_json(daemon: Daemon,
 
 
 def test_two_selectors_without_stack_json_is_the_ordinary_usage_error(daemon: Daemon) -> None:
-    result = daemon.ctl("doctor", "--state-root", str(daemon.root), "--api-url",
+    result = daemon.ctl("doctor", "--state-root", str(daemon.root), "--etcd-endpoints",
                         "http://127.0.0.1:9")
     assert result.returncode == 1
     assert "choose one backend" in err(result)
@@ -371,16 +371,17 @@ def test_invalid_machine_id_fails_the_identity_check(daemon: Daemon) -> None:
 
 
 def write_env_file(d: Daemon, text: str) -> Path:
+    """`BAD` stands for a line that is not UTF-8 (what makes an env file unusable)."""
     env_file = d.base / "xdgconfig" / "agent-coord" / "env"
     env_file.parent.mkdir(parents=True, exist_ok=True)
-    env_file.write_text(text)
+    env_file.write_bytes(text.encode().replace(b"BAD", b"\xff\xfe"))
     return env_file
 
 
 def test_split_brain_env_file_is_reported_with_exit_2(daemon: Daemon) -> None:
     """An env file configures the fleet API but cannot be used: calls land locally."""
     env_file = write_env_file(daemon, "export AGENT_COORD_API_URL=https://fleet.example\n"
-                                      "this line is not KEY=value\n")
+                                      "BAD\n")
     result = daemon.ctl("doctor", "--json", unset=UNSET_ROOT)
     assert result.returncode == 2
     report = json.loads(out(result))
@@ -389,7 +390,7 @@ def test_split_brain_env_file_is_reported_with_exit_2(daemon: Daemon) -> None:
     assert report["status"] == "split_brain"
     assert report["split_brain_env_file"] == str(env_file)
     assert report["env_file_errors"] == [{"path": str(env_file),
-                                         "error": "line 2 is not KEY=value"}]
+                                         "error": "line 2 is not UTF-8 text"}]
     text = daemon.ctl("doctor", unset=UNSET_ROOT)
     assert text.returncode == 2
     assert f"split_brain_env_file: {env_file}" in out(text).splitlines()
@@ -403,7 +404,7 @@ def test_split_brain_env_file_is_reported_with_exit_2(daemon: Daemon) -> None:
     {"args": ("--state-root", "ROOT")},
 ])
 def test_explicit_opt_ins_clear_split_brain(daemon: Daemon, opt_in: dict) -> None:
-    write_env_file(daemon, "AGENT_COORD_API_URL=https://fleet.example\nnot KEY=value\n")
+    write_env_file(daemon, "AGENT_COORD_API_URL=https://fleet.example\nBAD\n")
     env = {k: v.replace("ROOT", str(daemon.root)) for k, v in opt_in.get("env", {}).items()}
     args = tuple(a.replace("ROOT", str(daemon.root)) for a in opt_in.get("args", ()))
     unset = tuple(name for name in UNSET_ROOT if name not in env)
@@ -416,19 +417,19 @@ def test_explicit_opt_ins_clear_split_brain(daemon: Daemon, opt_in: dict) -> Non
 
 
 def test_local_opt_in_zero_is_not_an_opt_in(daemon: Daemon) -> None:
-    write_env_file(daemon, "AGENT_COORD_API_URL=https://fleet.example\nnot KEY=value\n")
+    write_env_file(daemon, "AGENT_COORD_API_URL=https://fleet.example\nBAD\n")
     result = daemon.ctl("doctor", "--json", env={"AGENT_COORD_LOCAL": "0"}, unset=UNSET_ROOT)
     assert result.returncode == 2
     assert json.loads(out(result))["status"] == "split_brain"
 
 
 def test_unparsable_env_file_without_api_url_is_an_error_naming_it(daemon: Daemon) -> None:
-    env_file = write_env_file(daemon, "garbage\n")
+    env_file = write_env_file(daemon, "BAD\n")
     result = daemon.ctl("doctor", "--json", unset=UNSET_ROOT)
     assert result.returncode == 2
     report = json.loads(out(result))
     assert report["status"] == "error"
-    assert report["error"] == f"cannot use consumer env file {env_file}: line 1 is not KEY=value"
+    assert report["error"] == f"cannot use consumer env file {env_file}: line 1 is not UTF-8 text"
 
 
 def test_configured_backend_from_a_readable_env_file_is_used_and_named(daemon: Daemon) -> None:

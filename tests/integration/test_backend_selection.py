@@ -37,8 +37,18 @@ def test_legacy_backend_selectors_are_refused_with_exit_2(daemon: Daemon) -> Non
             result.stderr.decode()
 
 
-def test_two_explicit_selectors_are_a_usage_error(daemon: Daemon) -> None:
+def test_state_root_and_api_url_flags_use_the_local_root_with_a_warning(daemon: Daemon) -> None:
+    """agent-coord's rule for exactly this pair (recorded: env_backend_selection)."""
     result = daemon.ctl(*CLAIM, "--state-root", str(daemon.root), "--api-url", "http://127.0.0.1:9")
+    assert result.returncode == 0, result.stderr
+    assert ("warning: --api-url and --state-root are both set; using the local backend."
+            in result.stderr.decode())
+    assert (daemon.root / "claims").is_dir()
+
+
+def test_an_etcd_flag_with_another_selector_is_a_usage_error(daemon: Daemon) -> None:
+    result = daemon.ctl(*CLAIM, "--state-root", str(daemon.root), "--etcd-endpoints",
+                        "http://127.0.0.1:9")
     assert result.returncode == 1
     assert "choose one backend" in result.stderr.decode()
 
@@ -78,7 +88,7 @@ def test_local_opt_in_beats_the_configured_backend(daemon: Daemon) -> None:
 
 def test_unreadable_env_file_refuses_writes_naming_the_file(daemon: Daemon) -> None:
     env_file = daemon.base / "broken.env"
-    env_file.write_text("this is not KEY=value\n")
+    env_file.write_bytes(b"# not text below\n\xff\xfe\n")  # a non-assignment line is skipped; this is unusable
     result = daemon.ctl(*CLAIM, env={"AGENT_COORD_ENV_FILE": str(env_file)},
                         unset=("AGENT_COORD_STATE_ROOT",))
     assert result.returncode == 2

@@ -22,7 +22,6 @@ file it came from.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import time
@@ -49,7 +48,6 @@ REPORT_MARGIN = 1.0
 SERVICE_QUERY_TIMEOUT = 3.0
 SYSTEMD_UNITS = ("agentcoordd.socket", "agentcoordd.service")
 LAUNCHD_LABEL = "dev.agentcoord.agentcoordd"
-_API_URL_LINE = re.compile(rb"^\s*(?:export\s+)?AGENT_COORD_API_URL\s*=\s*\S", re.M)
 # What decides the machine's configured backend: where the env files are, never
 # the caller's own backend selection.
 _MACHINE_ENV = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "AGENT_COORD_ENV_FILE")
@@ -131,10 +129,12 @@ def _legacy_repo(selection: p.Selection, env: Mapping[str, str]) -> str | None:
 def _resolve(selection: p.Selection, env: dict[str, str], cwd: str, stack: bool,
              notices: list[str], warnings: list[str]
              ) -> tuple[checks.BackendFacts, backends.Resolved | None]:
-    files = envfiles.existing(env)
+    files = envfiles.existing(env, cwd)
     file_errors = tuple((f.path, f.error) for f in files if f.error is not None)
     try:
-        resolved = backends.resolve(selection, env, cwd, write=False)
+        # doctor is one of agent-coord's status-style reads (AGENT_COORD_STATUS_STATE_ROOT);
+        # --stack-json has exactly one explicit selector and never warns about split brain.
+        resolved = backends.resolve(selection, env, cwd, write=False, status_read=not stack)
     except OperationalError as exc:
         repo = _legacy_repo(selection, env)
         if repo is not None:
@@ -150,7 +150,8 @@ def _resolve(selection: p.Selection, env: dict[str, str], cwd: str, stack: bool,
     # An unusable env file fails the doctor exactly when it fails writes: when
     # this selection fell through to the machine's configuration (not an
     # explicit flag, the caller's environment or the AGENT_COORD_LOCAL opt-in).
-    consulted = not (resolved.source.startswith("--") or resolved.source == "environment"
+    consulted = not (resolved.source.startswith("--")
+                     or resolved.source in ("environment", backends.STATUS_STATE_ROOT_VAR)
                      or (resolved.implicit and backends.local_opt_in(env)))
     if not consulted:
         warnings.extend(f"consumer env file {path} cannot be used: {reason}"
@@ -161,7 +162,10 @@ def _resolve(selection: p.Selection, env: dict[str, str], cwd: str, stack: bool,
     if resolved.kind == "local":
         facts = _local_root(facts, create=resolved.implicit and not stack)
     if resolved.implicit and not backends.local_opt_in(env):
-        facts = _replace(facts, split_brain_env_file=split_brain_env_file(files))
+        split_brain = split_brain_env_file(files)
+        facts = _replace(facts, split_brain_env_file=split_brain)
+        if split_brain is not None:  # reported as status: split_brain; not said twice (agent-coord)
+            warnings[:] = [w for w in warnings if not w.startswith("split-brain configuration:")]
     return facts, resolved
 
 
@@ -196,23 +200,11 @@ def split_brain_env_file(files: list[envfiles.EnvFile]) -> str | None:
     The daemon routes implicit calls to the backend the env files configure
     (docs/compat.md §2), so resolving to the implicit local root *while* an env
     file configures AGENT_COORD_API_URL only happens when that file cannot be
-    used: it exists, mentions the API URL, but does not parse (or is read
-    before a readable file that selects nothing). That is the spec's split
+    used: it exists and, read as agent-coord reads it (the lines before its
+    first non-UTF-8 one), configures the API URL. That is the spec's split
     brain: this machine's fleet configuration is there, calls land locally.
     """
-    for loaded in files:
-        if loaded.error is None:
-            if loaded.get("AGENT_COORD_API_URL"):
-                return loaded.path
-            continue
-        try:
-            with open(loaded.path, "rb") as fh:
-                raw = fh.read(envfiles.MAX_ENV_FILE)
-        except OSError:
-            continue  # unreadable: reported as an env file error, not guessed at
-        if _API_URL_LINE.search(raw):
-            return loaded.path
-    return None
+    return envfiles.configuring_api_url(files)
 
 
 # ---- the daemon section ----------------------------------------------------------
@@ -234,7 +226,7 @@ async def daemon_section(svc: Services, request: p.Doctor, env: Mapping[str, str
         "outbox": outbox_summary(svc, described.get("state_dir") or ""),
         "service": await service_summary(env),
         "configured_backend": configured_backend(env, request.caller.cwd),
-        "env_files": env_files(env),
+        "env_files": env_files(env, request.caller.cwd),
     }
 
 
@@ -298,10 +290,10 @@ def configured_backend(env: Mapping[str, str], cwd: str) -> dict[str, Any]:
             "env_file": env_file, "credentials": bool(resolved.token)}
 
 
-def env_files(env: Mapping[str, str]) -> list[dict[str, Any]]:
+def env_files(env: Mapping[str, str], cwd: str = "") -> list[dict[str, Any]]:
     out = []
     for path in envfiles.candidates(env):
-        loaded = envfiles.load(path)
+        loaded = envfiles.load(path, cwd)
         if loaded is None:
             out.append({"path": path, "status": "absent"})
             continue

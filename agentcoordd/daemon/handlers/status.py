@@ -9,6 +9,6 @@ from agentcoordd.daemon.services import Services
 
 
 async def handle(req: p.Status, svc: Services, call: Call) -> p.Response:
-    return await call.use_case(status, write=False, repo=req.repo, target=req.target,
+    return await call.use_case(status, write=False, status_read=True, repo=req.repo, target=req.target,
                                batch_id=req.batch_id, include_archived=req.include_archived,
                                events=req.events, all_events=req.all_events)
