@@ -32,11 +32,12 @@ WORKSPACE = Opt("--workspace", "workspace", metavar="WORKSPACE",
 CLOSEOUT = (TERMINAL, PR_STATE, EVIDENCE_URL, WORKSPACE)
 
 
-def release(*, agent_id: str, repo: str, target: str, handoff_to: str | None,
+def release(*, agent_id: str, repo: str, target: str, branch: str | None, handoff_to: str | None,
             handoff_note: str | None, terminal: str | None, pr_state: str | None,
             evidence_url: str | None, workspace: str | None, meta: Any,
             selection: p.Selection, json: bool) -> None:
-    run(p.Release(agent_id=agent_id, repo=repo, target=target, meta=meta, handoff_to=handoff_to,
+    run(p.Release(agent_id=agent_id, repo=repo, target=target, branch=branch, meta=meta,
+                  handoff_to=handoff_to,
                   handoff_note=handoff_note, terminal=terminal, pr_state=pr_state,
                   evidence_url=evidence_url, workspace=workspace, selection=selection),
         as_json=json, text=render.release)
@@ -51,7 +52,7 @@ COMMANDS = (
     spec.Command(
         ("release",), "Release your claim on ISSUE_OR_PR: plain, structured handoff, or terminal "
         "closeout.",
-        (AGENT_ID, REPO, TARGET,
+        (AGENT_ID, REPO, TARGET, BRANCH,
          Opt("--handoff-to", "handoff_to", metavar="ID", help="Structured handoff: the next agent."),
          Opt("--handoff-note", "handoff_note", metavar="TEXT",
              help="Structured handoff: the resume note."),

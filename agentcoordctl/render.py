@@ -64,6 +64,8 @@ def record_event(payload: dict[str, Any]) -> str:
     event = payload.get("event") or {}
     if payload.get("action") == "already_closed":
         return f"lane already closed for {_label(event)}"
+    if payload.get("action") == "reconciled":  # the batch caught up with an existing closeout
+        return f"reconciled terminal closeout for {_label(event)}"
     if payload.get("action") == "queued":
         return (f"queued event {event.get('batch_id')} {event.get('event_id')} in the agentcoordd "
                 "outbox (retried until delivered; see `agentcoordctl outbox`)")

@@ -170,7 +170,8 @@ _INTEGER = re.compile(
 
 
 def integer(text: str) -> int:
-    """An integer in agent-coord's syntax; ValueError otherwise. Huge values are kept
+    """An integer in agent-coord's syntax (Ruby's `Integer()`: a leading zero means
+    octal, `010` is 8 and `09` is invalid); ValueError otherwise. Huge values are kept
     huge (beyond 40 digits: 10**40, so nothing pays for parsing a megabyte of digits)."""
     if not _INTEGER.fullmatch(text):
         raise ValueError(text)
@@ -178,6 +179,10 @@ def integer(text: str) -> int:
     body = text.lstrip("+-").replace("_", "").lower()
     if body[:2] in ("0x", "0b"):
         digits, base = body[2:], 16 if body[1] == "x" else 2
+    elif len(body) > 1 and body[0] == "0":
+        digits, base = body[1:], 8
+        if digits.strip("01234567"):
+            raise ValueError(text)
     else:
         digits, base = body, 10
     if len(digits) > 40:

@@ -126,6 +126,7 @@ class Release(_Request, tag_field="op", tag="release", kw_only=True):
     agent_id: str
     repo: str
     target: str
+    branch: str | None = None
     meta: Metadata = msgspec.field(default_factory=Metadata)
     handoff_to: str | None = None
     handoff_note: str | None = None
@@ -170,6 +171,7 @@ class RecordEvent(_Request, tag_field="op", tag="record_event", kw_only=True):
 
 class RegisterBatch(_Request, tag_field="op", tag="register_batch", kw_only=True):
     manifest: bytes
+    batch_id: str | None = None  # names the batch when the manifest does not
     launch_prompt: str | None = None
     synthetic: bool = False
     synthetic_kind: str | None = None

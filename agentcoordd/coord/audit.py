@@ -60,7 +60,7 @@ from typing import Any
 from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_of
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
-from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL, UsageError
+from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL, OperationalError, UsageError
 from agentcoordd.model.status import LANE_TERMINALS
 from agentcoordd.model.timefmt import is_rfc3339, parse_ts
 from agentcoordd.store.base import StoreError, list_all
@@ -155,34 +155,67 @@ async def batch_audit(ctx: Ctx, *, batch_id: str) -> dict[str, Any]:
     if not raw_lanes:
         return _unknown(batch_id, f"batch {batch_id} registers no lanes")
 
-    prefix = ids.events_prefix(batch_id)
     try:
-        page = await list_all(ctx.store, prefix)
-    except StoreError as exc:
-        return _unknown(batch_id, f"coordination state unreadable: {exc.message}")
-    if page.partial:
-        return _unknown(batch_id, f"event trail for {batch_id} is filtered by a scoped token")
-    events: list[tuple[str, dict[str, Any]]] = []
-    for entry in page.entries:
-        if not isinstance(entry.data, dict):
-            return _unknown(batch_id, f"event {entry.path} is not a JSON object")
-        if repo is not None and entry.data.get("repo") != repo:
-            continue  # another repository's work under a reused batch id
-        events.append((entry.path, entry.data))
-
-    lanes = _lanes(raw_lanes)
-    attribute = _attributor(lanes)
-    for event_path, event in events:
-        lane = attribute(event)
-        if lane is not None:
-            lane.events.append((event_path, event))
-
+        lanes = await _trail(ctx, batch_id, batch)
+    except _Unknown as unknown:
+        return _unknown(batch_id, unknown.reason)
     reports = []
     for lane in lanes:
         missing = ["claim.acquired", "terminal"] if lane.malformed else _evaluate(ctx, batch_id, lane)
         reports.append(lane.report(missing))
     verdict = "complete" if all(r["complete"] for r in reports) else "incomplete"
     return {"batch_id": batch_id, "lanes": reports, "verdict": verdict, "exit_code": _EXIT[verdict]}
+
+
+class _Unknown(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+async def _trail(ctx: Ctx, batch_id: str, batch: dict[str, Any]) -> list[_Lane]:
+    """The batch's lanes, each with the events attributed to it (the repo gate applied);
+    _Unknown when the event trail cannot be read whole."""
+    prefix = ids.events_prefix(batch_id)
+    try:
+        page = await list_all(ctx.store, prefix)
+    except StoreError as exc:
+        raise _Unknown(f"coordination state unreadable: {exc.message}") from None
+    if page.partial:
+        raise _Unknown(f"event trail for {batch_id} is filtered by a scoped token")
+    repo = batch.get("repo")
+    events: list[tuple[str, dict[str, Any]]] = []
+    for entry in page.entries:
+        if not isinstance(entry.data, dict):
+            raise _Unknown(f"event {entry.path} is not a JSON object")
+        if repo is not None and entry.data.get("repo") != repo:
+            continue  # another repository's work under a reused batch id
+        events.append((entry.path, entry.data))
+    raw = batch.get("lanes")
+    lanes = _lanes(raw if isinstance(raw, list) else [])
+    attribute = _attributor(lanes)
+    for event_path, event in events:
+        lane = attribute(event)
+        if lane is not None:
+            lane.events.append((event_path, event))
+    return lanes
+
+
+async def closer_authorized(ctx: Ctx, batch_id: str, batch: dict[str, Any], lane_name: str,
+                            agent_id: str) -> bool:
+    """May `agent_id`, who does not own the lane, close it? Only as part of a clean
+    lifecycle trail that authorizes it (it acquired the lane, e.g. by takeover) —
+    agent-coord's rule. A trail that cannot be read whole is an OperationalError."""
+    try:
+        lanes = await _trail(ctx, batch_id, batch)
+    except _Unknown as unknown:
+        raise OperationalError(unknown.reason) from None
+    lane = next((item for item in lanes if item.name == lane_name and not item.malformed), None)
+    if lane is None:
+        return False
+    lineage = _lineage(batch_id, lane, lambda _message: None)
+    return (not lineage.gap and not lineage.closed_invalid and not lineage.conflicting
+            and agent_id in lineage.authorized)
 
 
 def _lanes(raw_lanes: list[Any]) -> list[_Lane]:
@@ -306,17 +339,37 @@ def _lane_closed_problem(event: dict[str, Any], batch_id: str, lane: _Lane) -> s
     return None
 
 
+@dataclass
+class _Lineage:
+    authorized: set[str] = field(default_factory=set)
+    acquired: bool = False
+    terminal: bool = False
+    gap: bool = False  # an invalid, unauthorized or unordered ordinary lifecycle event
+    closed_invalid: bool = False
+    conflicting: bool = False
+
+
 def _evaluate(ctx: Ctx, batch_id: str, lane: _Lane) -> list[str]:
-    gap = False
+    lineage = _lineage(batch_id, lane, ctx.warn)
+    missing = []
+    if not lineage.acquired:
+        missing.append("claim.acquired")
+    if not lineage.terminal:
+        missing.append("terminal")
+    if lineage.gap:
+        missing.append("lifecycle")
+    return missing
+
+
+def _lineage(batch_id: str, lane: _Lane, warn: Any) -> _Lineage:
+    out = _Lineage()
     closed_seen = False
-    closed_invalid = False
 
     def problem(path: str, why: str, *, lifecycle: bool = True) -> None:
         """Report why; an ordinary event's problem is a lifecycle gap, a lane_closed's only
         costs the terminal signal (agent-coord's rule)."""
-        nonlocal gap
-        gap = gap or lifecycle
-        ctx.warn(f"batch-audit {batch_id} lane {lane.name}: {path}: {why}")
+        out.gap = out.gap or lifecycle
+        warn(f"batch-audit {batch_id} lane {lane.name}: {path}: {why}")
 
     valid: list[tuple[Any, str, str, dict[str, Any]]] = []
     for path, event in lane.events:
@@ -327,7 +380,7 @@ def _evaluate(ctx: Ctx, batch_id: str, lane: _Lane) -> list[str]:
             closed_seen = True
             why = _lane_closed_problem(event, batch_id, lane)
             if why is not None:
-                closed_invalid = True
+                out.closed_invalid = True
         else:
             why = _ordinary_problem(event, batch_id)
         if why is not None:
@@ -340,25 +393,23 @@ def _evaluate(ctx: Ctx, batch_id: str, lane: _Lane) -> list[str]:
         problem(f"events/{batch_id}/", "lifecycle events do not form a uniquely ordered (at, event_id) lineage")
     valid.sort(key=lambda item: (item[0], item[1]))
 
-    authorized: set[str] = set()
     holder: str | None = None
-    acquired = False
     released = False
     closes: list[dict[str, Any]] = []
     for _, _, path, event in valid:
         kind = event["type"]
         if kind == ACQUIRED:
-            authorized.add(event["agent_id"])
+            out.authorized.add(event["agent_id"])
             holder = event["agent_id"]
-            acquired = True
+            out.acquired = True
             released = False
             continue
         agent = event["closed_by"]["agent_id"] if kind == LANE_CLOSED else event["agent_id"]
-        if agent not in authorized:
+        if agent not in out.authorized:
             problem(path, f"{kind} from {agent}, who never acquired the lane",
                     lifecycle=kind != LANE_CLOSED)
             if kind == LANE_CLOSED:
-                closed_invalid = True
+                out.closed_invalid = True
             continue
         if kind == RELEASED and agent == holder:
             released = True
@@ -368,15 +419,9 @@ def _evaluate(ctx: Ctx, batch_id: str, lane: _Lane) -> list[str]:
     if closed_seen:
         semantics = {tuple(repr(close.get(k)) for k in _CLOSE_SEMANTICS) for close in closes}
         if len(semantics) > 1:
+            out.conflicting = True
             problem(f"events/{batch_id}/", "conflicting lane_closed records", lifecycle=False)
-        terminal = bool(closes) and not closed_invalid and len(semantics) == 1
+        out.terminal = bool(closes) and not out.closed_invalid and len(semantics) == 1
     else:
-        terminal = released
-    missing = []
-    if not acquired:
-        missing.append("claim.acquired")
-    if not terminal:
-        missing.append("terminal")
-    if gap:
-        missing.append("lifecycle")
-    return missing
+        out.terminal = released
+    return out

@@ -127,8 +127,10 @@ def _shown(value: str) -> str:
     return text.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
-def parse_manifest(manifest: bytes) -> dict[str, Any]:
-    """Decode and validate a manifest; every failure is one UsageError line."""
+def parse_manifest(manifest: bytes, batch_id: str | None = None) -> dict[str, Any]:
+    """Decode and validate a manifest; every failure is one UsageError line. `batch_id`
+    (register-batch --batch-id) names the batch when the manifest does not, and must
+    agree with it when it does."""
     if len(manifest) > MAX_MANIFEST_BYTES:
         raise UsageError(
             f"batch manifest is too large: {len(manifest)} bytes (limit {MAX_MANIFEST_BYTES} bytes)"
@@ -139,6 +141,12 @@ def parse_manifest(manifest: bytes) -> dict[str, Any]:
         raise UsageError(f"batch manifest JSON invalid: {_one_line(str(exc))}") from None
     except RecursionError:
         raise UsageError("batch manifest JSON invalid: nesting too deep") from None
+    if isinstance(data, dict) and batch_id is not None:
+        named = data.get("batch_id")
+        if named is None or named == "":
+            data["batch_id"] = batch_id
+        elif named != batch_id:
+            raise UsageError("--batch-id does not match batch manifest batch_id")
     validate_manifest(data)
     return data
 
@@ -217,20 +225,22 @@ def _validate_lane(lane: object, position: int) -> str:
     try:
         ids.agent_id(owner)
     except UsageError:
-        raise UsageError(f"batch lane {name} has an invalid owner: {_shown(owner)}") from None
+        raise UsageError(f"invalid lane owner: {_shown(owner)} (batch lane {name})") from None
     raw_targets = lane.get("targets") if lane.get("targets") is not None else lane.get("target")
-    if raw_targets is None or raw_targets == []:
-        raise UsageError(f"batch lane {name} missing targets")
-    items = raw_targets if isinstance(raw_targets, list) else [raw_targets]
     if "targets" in lane and lane["targets"] is not None and not isinstance(lane["targets"], list):
         raise UsageError(f"batch lane {name} targets must be an array")
+    items = raw_targets if isinstance(raw_targets, list) else [raw_targets]
+    items = [item for item in items if item is not None and item != ""]  # as agent-coord drops them
+    if not items:
+        raise UsageError(f"batch lane {name} missing targets")
     for item in items:
+        shown = _shown(str(item).lower() if isinstance(item, bool) else str(item))
         if isinstance(item, bool) or not isinstance(item, (str, int)):
-            raise UsageError(f"batch lane {name} has an invalid target: {_shown(str(item))}")
+            raise UsageError(f"invalid lane target: {shown} (batch lane {name})")
         try:
             ids.target(str(item))
         except UsageError:
-            raise UsageError(f"batch lane {name} has an invalid target: {_shown(str(item))}") from None
+            raise UsageError(f"invalid lane target: {shown} (batch lane {name})") from None
     deps = lane.get("depends_on")
     if deps is not None:
         refs = deps if isinstance(deps, list) else [deps]
@@ -307,20 +317,18 @@ async def register_batch(
     ctx: Ctx,
     *,
     manifest: bytes,
+    batch_id: str | None = None,
     launch_prompt: str | None = None,
     synthetic: bool = False,
     synthetic_kind: str | None = None,
 ) -> dict[str, Any]:
-    """Validate and write `batches/<batch-id>.json`; returns {batch_id, path, batch}."""
-    if synthetic_kind is not None and not synthetic:
-        raise UsageError("--synthetic-kind requires --synthetic")
+    """Validate and write `batches/<batch-id>.json`; returns {batch_id, path, batch}.
+    An option beats the manifest, which beats the stored batch (synthetic markers);
+    an empty launch prompt is stored as given (agent-coord)."""
     text_field("synthetic_kind", synthetic_kind)
-    if launch_prompt is not None:
-        if not launch_prompt.strip():
-            raise UsageError("--launch-prompt is empty")
-        if "\x00" in launch_prompt:
-            raise UsageError("--launch-prompt contains NUL")
-    data = parse_manifest(manifest)
+    if launch_prompt is not None and "\x00" in launch_prompt:
+        raise UsageError("--launch-prompt contains NUL")
+    data = parse_manifest(manifest, batch_id)
     batch = data["batch_id"]
     path = ids.batch_path(batch)
     if launch_prompt is not None:

@@ -19,14 +19,23 @@ from agentcoordd.model.timefmt import expiry, format_ts, parse_ts
 from agentcoordd.store.base import InvalidRecord, Versioned
 
 DEFAULT_CLAIM_TTL = 4 * 3600
-ACQUIRED_FIELDS = (
-    "agent_id", "repo", "target", "branch", "phase", "generation", "instance_id",
+# The metadata options, as lifecycle events copy them from the claim (agent-coord's list).
+METADATA_FIELDS = tuple(Metadata.__struct_fields__)
+ACQUIRED_FIELDS = ("agent_id", "repo", "target", "branch", *METADATA_FIELDS)
+RELEASED_FIELDS = ("agent_id", "repo", "target", "branch", "status", *METADATA_FIELDS,
+                   "release_mode", "handoff_to", "handoff_note")
+HANDOFF_FIELDS = ("release_mode", "handoff_to", "handoff_note")
+# What a same-holder renewal of the same lane keeps of the stored claim; anything else
+# (a new lane, a released or foreign claim) starts from a fresh record.
+RENEWAL_KEEPS = (
+    "batch_id", "branch", "thread_handle", "chat_handle", "host", "machine_id", "session_id",
+    "session_source", "pr_url", "dashboard_url", "operator", "phase", "generation", "instance_id",
+    *HANDOFF_FIELDS, "terminal", "pr_state", "evidence_url", "workspace", "closed_by",
     "synthetic", "synthetic_kind",
 )
-RELEASED_FIELDS = (
-    "agent_id", "repo", "target", "branch", "status", "pr_url", "phase", "generation",
-    "instance_id", "release_mode", "handoff_to", "handoff_note", "synthetic", "synthetic_kind",
-)
+# A renewal that changes or first sets one of these is a new acquisition (a restarted
+# process), so it emits claim.acquired.
+REACQUIRE_FIELDS = ("generation", "instance_id")
 
 
 def _label(repo: str, target: str) -> str:
@@ -57,56 +66,52 @@ async def claim(
     if branch is not None:
         fields["branch"] = branch
 
+    lane = {k: v for k, v in (("batch_id", batch_id), ("branch", branch)) if v is not None}
+
     async def decide(current: Versioned | None) -> Put:
         now = ctx.clock.now()
-        stamps = {"updated_at": format_ts(now), "expires_at": expiry(now, ttl)}
-        fresh = stamp_attribution(
-            {
-                "schema_version": SCHEMA_VERSION,
-                "repo": repo,
-                "target": target,
-                "agent_id": agent_id,
-                **fields,
-                "status": "active",
-                "claimed_at": stamps["updated_at"],
-                **stamps,
-            },
-            ctx.identity,
-        )
-        if current is None:
-            action, record = "acquired", fresh
-        else:
+        stored = current.data if current is not None else None
+        if current is not None:
             held = load(Claim, current.data, path)
-            if held.status == "released":
-                action, record = "acquired", fresh
-            elif held.agent_id == agent_id:
-                action, record = "renewed", _renewed(current.data, fields, stamps, ctx)
-            else:
+            if held.status == "active" and held.agent_id != agent_id:
                 await _check_takeover(ctx, held, repo, target, now)
-                action, record = "taken_over", fresh
+        renewal = _renews(stored, agent_id, lane)
+        kept = {k: stored[k] for k in RENEWAL_KEEPS if stored and stored.get(k) is not None} if renewal else {}
+        stamped = format_ts(now)
+        record = stamp_attribution({
+            **kept,
+            "schema_version": SCHEMA_VERSION, "repo": repo, "target": target, "agent_id": agent_id,
+            **lane,
+            "status": "active",
+            "claimed_at": stored.get("claimed_at", stamped) if renewal and stored else stamped,
+            "updated_at": stamped, "expires_at": expiry(now, ttl),
+            **fields,
+        }, ctx.identity)
         load(Claim, record, path)
-        return Put(record, (action, current, record))
+        if renewal:
+            action = "renewed"
+        else:
+            action = "taken_over" if stored and stored.get("status") == "active" and \
+                stored.get("agent_id") != agent_id else "acquired"
+        acquired = not renewal or any(
+            k in fields and (stored or {}).get(k, _ABSENT) != fields[k] for k in REACQUIRE_FIELDS)
+        return Put(record, (action, acquired, record))
 
-    action, previous, record = await cas_update(ctx.store, path, decide)
-    if action != "renewed" or _is_new_acquisition(previous, record):
+    action, acquired, record = await cas_update(ctx.store, path, decide)
+    if acquired:
         await emit(ctx, record.get("batch_id"), "claim.acquired", lifecycle_fields(record, ACQUIRED_FIELDS))
     return {"action": action, "path": path, "claim": record}
 
 
-def _renewed(stored: dict[str, Any], fields: dict[str, Any], stamps: dict[str, str], ctx: Ctx) -> dict:
-    """Same holder: keep claimed_at and everything stored, move the lease forward."""
-    record = dict(stored)
-    record.update(fields)
-    record.update(status="active", **stamps)
-    return stamp_attribution(record, ctx.identity)
+_ABSENT = object()
 
 
-def _is_new_acquisition(previous: Versioned | None, record: dict[str, Any]) -> bool:
-    """A renewal that changes the lane (batch) or generation/instance is an acquire."""
-    if previous is None:
-        return True
-    before = previous.data
-    return any(before.get(k) != record.get(k) for k in ("batch_id", "generation", "instance_id"))
+def _renews(stored: dict[str, Any] | None, agent_id: str, lane: dict[str, str]) -> bool:
+    """The same holder's active claim on the same lane: a given batch or branch that
+    differs from the stored one is a new lane (one the claim lacked is not)."""
+    return (stored is not None and stored.get("status") == "active"
+            and stored.get("agent_id") == agent_id
+            and all(k not in stored or stored[k] == v for k, v in lane.items()))
 
 
 async def _check_takeover(ctx: Ctx, held: Claim, repo: str, target: str, now: dt.datetime) -> None:
@@ -153,6 +158,7 @@ async def release(
     agent_id: str,
     repo: str,
     target: str,
+    branch: str | None = None,
     meta: Metadata = Metadata(),
     handoff_to: str | None = None,
     handoff_note: str | None = None,
@@ -161,20 +167,36 @@ async def release(
     evidence_url: str | None = None,
     workspace: str | None = None,
 ) -> dict[str, Any]:
-    """Release the caller's claim: plain, structured handoff, or terminal closeout."""
+    """Release the caller's claim: plain, structured handoff, or terminal closeout.
+
+    As agent-coord: the record keeps what it had, restamped with the metadata given
+    (and --branch); a handoff of an earlier release is dropped unless given again; a
+    plain release of a released claim releases it again (and says so in an event).
+    A terminal release writes the lane_closed event first (closeout.close_lane), then
+    the claim carries the authoritative closeout; a retry that changes nothing is
+    "already_closed".
+    """
     ids.agent_id(agent_id)
     path = ids.claim_path(repo, target)
+    text_field("branch", branch)
     fields = metadata_fields(meta)
+    if branch is not None:
+        fields["branch"] = branch
     handoff = handoff_to is not None or handoff_note is not None
     if handoff_to is not None:
         ids.agent_id(handoff_to)
     text_field("handoff_note", handoff_note)
+    closing = {"terminal": terminal, "pr_state": pr_state, "evidence_url": evidence_url,
+               "workspace": workspace}
     if terminal is not None:
-        if handoff:
-            raise UsageError("--terminal and --handoff-to/--handoff-note are mutually exclusive")
         closeout.check_terminal(terminal)
+        if handoff:
+            raise UsageError("--terminal cannot be combined with --handoff-to or --handoff-note")
+        closeout.check_fields({**fields, **closing, "repo": repo})  # before the claim is read
     elif pr_state is not None or evidence_url is not None or workspace is not None:
-        raise UsageError("--pr-state, --evidence-url and --workspace need --terminal")
+        given = next(f"--{k.replace('_', '-')}" for k in ("pr_state", "evidence_url", "workspace")
+                     if closing[k] is not None)
+        raise UsageError(f"{given} requires --terminal")
     if handoff:
         fields.update(release_mode="handoff")
         if handoff_to is not None:
@@ -182,67 +204,57 @@ async def release(
         if handoff_note is not None:
             fields["handoff_note"] = handoff_note
 
-    lane_closed: tuple[Any, ...] | None = None
+    closed: tuple[str, dict[str, Any], str, bool] | None = None
 
     async def decide(current: Versioned | None) -> Keep | Put:
-        nonlocal lane_closed
+        nonlocal closed
         if current is None:
             raise UsageError(f"no claim exists for {_label(repo, target)}")
         held = load(Claim, current.data, path)
         if held.agent_id and held.agent_id != agent_id:  # a usage error, as in agent-coord
             raise UsageError(f"claim belongs to {held.agent_id}; {agent_id} cannot release it")
-        already_released = held.status == "released"
-        stamped = dict(fields)
-        if terminal is not None:
-            if not held.batch_id:
-                raise UsageError("--terminal requires a claim with batch_id")
-            if lane_closed is None:
-                lane_closed = await closeout.close_lane(
-                    ctx,
-                    batch_id=held.batch_id,
-                    lane=None,
-                    agent_id=agent_id,
-                    repo=repo,
-                    target=target,
-                    terminal=terminal,
-                    branch=held.branch,
-                    pr_state=pr_state,
-                    evidence_url=evidence_url,
-                    workspace=workspace,
-                    meta_fields=fields,
-                )
-            if already_released and held.terminal is not None:
-                return Keep((False, _released_payload("already_closed", path, current.data, lane_closed)))
-            event = lane_closed[1]
-            stamped.update({k: event[k] for k in ("terminal", "pr_state", "evidence_url", "workspace", "closed_by") if k in event})
-        elif already_released:
-            return Keep((False, {"action": "already_released", "path": path, "claim": current.data}))
-
         now = format_ts(ctx.clock.now())
-        record = dict(current.data)
-        record.update(stamped)
-        record.update(status="released", updated_at=now, expires_at=now, released_by=agent_id, released_at=now)
-        if already_released:  # a terminal stamp on an earlier plain release
-            record.update(released_at=current.data.get("released_at", now))
+        record = {k: v for k, v in current.data.items() if k not in HANDOFF_FIELDS}
+        record.update(agent_id=held.agent_id or agent_id, status="released", released_by=agent_id,
+                      released_at=now, updated_at=now, expires_at=now)
+        record.update(fields)
+        if terminal is not None:
+            record.update({k: v for k, v in closing.items() if v is not None})
+            closeout.check_fields(record)
+            if not record.get("batch_id"):
+                raise UsageError("terminal release requires a claim with batch_id")
+            if closed is None:  # once: a lost CAS race re-decides, the event stands
+                closed = await closeout.close_lane(
+                    ctx, {k: record[k] for k in closeout.CLOSEOUT_FIELDS if record.get(k) is not None})
+            event = closed[1]
+            for key in closeout.CLAIM_STAMP_FIELDS:
+                if event.get(key) is None:
+                    record.pop(key, None)
+                else:
+                    record[key] = event[key]
+            if held.status == "released" and _closeout_view(current.data) == _closeout_view(record):
+                return Keep((False, None))  # nothing to reconcile on the claim
         record = stamp_attribution(record, ctx.identity)
         load(Claim, record, path)
         return Put(record, (True, record))
 
-    written, outcome = await cas_update(ctx.store, path, decide)
-    if not written:
-        return outcome
-    record = outcome
+    written, record = await cas_update(ctx.store, path, decide)
     if terminal is None:
         event_fields = lifecycle_fields(record, RELEASED_FIELDS)
-        if handoff_note is not None:
-            event_fields["message"] = handoff_note
+        if "handoff_note" in record:
+            event_fields["message"] = record["handoff_note"]
         await emit(ctx, record.get("batch_id"), "claim.released", event_fields)
         return {"action": "released", "path": path, "claim": record}
-    return _released_payload("released", path, record, lane_closed)
+    assert closed is not None
+    action, event, event_path, batch_changed = closed
+    changed = written or action == "closed" or batch_changed
+    if record is None:
+        record = (await ctx.store.get(path)).data  # type: ignore[union-attr]
+    return {"action": "released" if changed else "already_closed", "path": path, "claim": record,
+            "lane_closed": {"path": event_path, "event": event}}
 
 
-def _released_payload(action: str, path: str, record: dict, lane_closed: tuple | None) -> dict[str, Any]:
-    payload: dict[str, Any] = {"action": action, "path": path, "claim": record}
-    if lane_closed is not None:
-        payload["lane_closed"] = {"path": lane_closed[2], "event": lane_closed[1]}
-    return payload
+def _closeout_view(claim: dict[str, Any]) -> tuple[Any, ...]:
+    """The closeout a claim records, machine included (a legacy claim without closed_by is
+    repaired from the event)."""
+    return (*closeout.semantics(claim), repr(claim.get("closed_by")))

@@ -20,6 +20,8 @@ import anyio
 from agentcoordd.coord.cas import Keep, Put, cas_update
 from agentcoordd.coord.common import MANIFEST_CAS_ATTEMPTS, text_field
 from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.audit import closer_authorized
+from agentcoordd.coord.batches import lane_name_of, lane_owner_of
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
 from agentcoordd.model.identity import stamp_attribution
@@ -31,25 +33,45 @@ from agentcoordd.model.validation import contract_error
 from agentcoordd.store.base import Conflict, Versioned
 
 DEFAULT_WORKSPACE = "default"
-_URL = re.compile(r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+(?:[/?#]|$)")
-# What makes two closeouts "the same": anything else may differ on a retry.
-_IDENTITY_FIELDS = ("terminal", "repo", "target", "lane", "workspace")
+# agent-coord's repo shape for a closeout (dots allowed; the contract check follows).
+_CLOSEOUT_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_URL = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+(?:[/?#]\S*)?")
+# What makes two closeouts the same (a retry) rather than a conflict: the closer's
+# machine may change between retries, the closer and the facts may not.
+_SEMANTICS = ("terminal", "workspace", "closer", "pr_url", "pr_state", "evidence_url")
 # Lane fields stamped from the authoritative lane_closed event.
-_LANE_STAMP_FIELDS = ("terminal", "closed_by", "workspace", "pr_state", "evidence_url")
+_LANE_STAMP_FIELDS = ("closed_by", "workspace")
+_LANE_FACT_FIELDS = ("pr_url", "pr_state", "evidence_url")
+# The claim fields a terminal release takes from the authoritative event.
+CLAIM_STAMP_FIELDS = ("terminal", "workspace", "closed_by", "pr_url", "pr_state", "evidence_url")
+# The fields of a closeout (the lane_closed event's own, from the caller or the claim).
+CLOSEOUT_FIELDS = ("batch_id", "lane", "agent_id", "repo", "target", "branch", "host", "pr_url",
+                   "terminal", "pr_state", "evidence_url", "workspace", "synthetic", "synthetic_kind")
 
 
 def check_terminal(terminal: str | None) -> str:
     if terminal is None:
         raise UsageError("missing required --terminal")
     if terminal not in LANE_TERMINALS:
-        raise UsageError(f"invalid --terminal {terminal!r} (allowed: {', '.join(LANE_TERMINALS)})")
+        raise UsageError(f"--terminal must be one of: {', '.join(LANE_TERMINALS)}")
     return terminal
 
 
-def check_url(flag: str, value: str | None) -> str | None:
-    if value is not None and (_URL.match(value) is None or len(value) > 2048):
-        raise UsageError(f"invalid {flag}: must be an http(s) URL")
-    return value
+def check_fields(values: dict[str, Any]) -> None:
+    """agent-coord's rules for what a terminal closeout states — checked on the options
+    before anything is read, and on the claim's values a release adds."""
+    repo = values.get("repo")
+    if repo is not None and not (isinstance(repo, str) and _CLOSEOUT_REPO.fullmatch(repo)):
+        raise UsageError(f"invalid terminal closeout repo: {repo}")
+    for name in ("workspace", "host", "branch", "pr_state"):
+        if values.get(name) == "":
+            raise UsageError(f"--{name.replace('_', '-')} must not be empty for terminal closeout")
+        text_field(name, values.get(name))
+    for name in ("pr_url", "evidence_url"):
+        value = values.get(name)
+        if value is not None and not (isinstance(value, str) and len(value) <= 2048
+                                      and _URL.fullmatch(value)):
+            raise UsageError(f"--{name.replace('_', '-')} must be an HTTP(S) URL with a host")
 
 
 def check_contract(event: dict[str, Any]) -> None:
@@ -59,6 +81,18 @@ def check_contract(event: dict[str, Any]) -> None:
     error = contract_error("lane_closed", event, "lane_closed event")
     if error is not None:
         raise error
+
+
+def semantics(record: dict[str, Any]) -> tuple[Any, ...]:
+    """A closeout's facts (an event, a lane or a claim): equal ones are the same closeout."""
+    closer = record.get("closed_by")
+    view = {**record, "workspace": record.get("workspace") or DEFAULT_WORKSPACE,
+            "closer": closer.get("agent_id") if isinstance(closer, dict) else record.get("agent_id")}
+    return tuple(view.get(k) for k in _SEMANTICS)
+
+
+def conflict(lane: str) -> UsageError:
+    return UsageError(f"conflicting terminal closeout for lane {lane}; first closeout is authoritative")
 
 
 async def read_batch(ctx: Ctx, batch_id: str) -> tuple[dict[str, Any], str] | None:
@@ -76,76 +110,69 @@ def _lanes(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return [lane for lane in lanes if isinstance(lane, dict)] if isinstance(lanes, list) else []
 
 
-def resolve_lane(manifest: dict[str, Any], *, target: str | None, owner: str | None) -> str | None:
-    """The registered lane a target (else an owner) identifies uniquely, or None."""
-    lanes = _lanes(manifest)
-    if target:
-        by_target = [lane for lane in lanes if target in (lane.get("targets") or [])]
-        if len(by_target) == 1:
-            return by_target[0].get("name")
-        if by_target:
-            return None
-    if owner:
-        by_owner = [lane for lane in lanes if lane.get("owner") == owner]
-        if len(by_owner) == 1:
-            return by_owner[0].get("name")
-    return None
+def _targets(lane: dict[str, Any]) -> list[str]:
+    raw = lane.get("targets") if lane.get("targets") is not None else lane.get("target")
+    return [str(t) for t in (raw if isinstance(raw, list) else [raw]) if t is not None]
 
 
-async def close_lane(
-    ctx: Ctx,
-    *,
-    batch_id: str,
-    lane: str | None,
-    agent_id: str,
-    repo: str,
-    target: str,
-    terminal: str,
-    branch: str | None,
-    pr_state: str | None,
-    evidence_url: str | None,
-    workspace: str | None,
-    meta_fields: dict[str, Any],
-    message: str | None = None,
-) -> tuple[str, dict[str, Any], str]:
-    """Write (or find) the lane's lane_closed record; returns (action, event, path)."""
-    check_terminal(terminal)
-    check_url("--evidence-url", evidence_url)
-    check_url("--pr-url", meta_fields.get("pr_url"))
-    text_field("pr_state", pr_state)
-    workspace = text_field("workspace", workspace) or DEFAULT_WORKSPACE
+async def closing_lane(ctx: Ctx, manifest: dict[str, Any], closeout: dict[str, Any]) -> dict[str, Any]:
+    """The registered lane this closeout closes, by agent-coord's rules: the named lane,
+    else the one lane listing the target; it must list the target, and the closer must
+    own it — or hold the target's claim in this batch with a clean trail that made it
+    the lane's holder (a takeover)."""
+    batch_id, target, agent = closeout["batch_id"], str(closeout["target"]), closeout["agent_id"]
+    if manifest.get("repo") and manifest["repo"] != closeout["repo"]:
+        raise UsageError(f"terminal closeout repo does not match batch {batch_id}")
+    named = closeout.get("lane")
+    matches = [lane for lane in _lanes(manifest)
+               if (lane_name_of(lane) == named if named else target in _targets(lane))]
+    if len(matches) != 1:
+        raise UsageError(f"terminal closeout does not match exactly one lane in batch {batch_id}")
+    lane = matches[0]
+    name = lane_name_of(lane) or ""
+    if target not in _targets(lane):
+        raise UsageError(f"terminal closeout target does not match lane {name}")
+    if lane_owner_of(lane) == agent:
+        return lane
+    if await _holds_claim(ctx, closeout) and await closer_authorized(ctx, batch_id, manifest, name, agent):
+        return lane
+    raise UsageError(f"terminal closeout agent does not match lane {name}")
+
+
+async def _holds_claim(ctx: Ctx, closeout: dict[str, Any]) -> bool:
+    """Identity, not status: a replay closes the holder's already released claim."""
+    try:
+        current = await ctx.store.get(ids.claim_path(closeout["repo"], str(closeout["target"])))
+    except UsageError:
+        return False
+    claim = current.data if current is not None else None
+    return isinstance(claim, dict) and all(
+        claim.get(k) == closeout[k] for k in ("repo", "target", "batch_id", "agent_id"))
+
+
+async def close_lane(ctx: Ctx, closeout: dict[str, Any]) -> tuple[str, dict[str, Any], str, bool]:
+    """Write (or find) the lane's lane_closed record and stamp the lane:
+    (action "closed" | "already_closed", the authoritative event, its path, batch changed).
+
+    `closeout` holds CLOSEOUT_FIELDS (checked by the caller with check_fields)."""
+    batch_id = closeout["batch_id"]
     stored = await read_batch(ctx, batch_id)
-    if lane is None:
-        lane = resolve_lane(stored[0], target=target, owner=agent_id) if stored else None
-        if lane is None:
-            raise UsageError(
-                f"cannot tell which lane of batch {batch_id} {repo}#{target} closes; pass --lane"
-            )
-    ids.lane_name(lane)
-    machine = ctx.identity.machine_id or meta_fields.get("host")
-    if not machine:  # closed as agent-coord closes it; batch-audit will not count it as factual
-        machine = "UNKNOWN"
-        ctx.warn(f"lane {lane} closed with closed_by.machine UNKNOWN: set AGENT_COORD_MACHINE_ID "
-                 "(or pass --host) so batch-audit counts the closeout as factual")
+    if stored is None:
+        raise UsageError(f"batch {batch_id} not found for terminal closeout")
+    lane_entry = await closing_lane(ctx, stored[0], closeout)
+    lane = lane_name_of(lane_entry) or ""
     event_id = ids.lane_closed_event_id(lane)
     path = ids.event_path(batch_id, event_id)
+    machine = ctx.identity.machine_id or closeout.get("host") or "UNKNOWN"
     event: dict[str, Any] = {
         "schema_version": LANE_CLOSED_SCHEMA_VERSION,
         "event_id": event_id,
-        "batch_id": batch_id,
+        **{k: v for k in CLOSEOUT_FIELDS if (v := closeout.get(k)) is not None},
         "type": "lane_closed",
         "lane": lane,
-        "agent_id": agent_id,
-        "repo": repo,
-        "target": target,
-        **({"branch": branch} if branch else {}),
-        "terminal": terminal,
-        **({"pr_state": pr_state} if pr_state else {}),
-        **({"evidence_url": evidence_url} if evidence_url else {}),
-        "workspace": workspace,
-        "closed_by": {"agent_id": agent_id, "machine": machine},
-        **meta_fields,
-        **({"message": message} if message else {}),
+        "target": str(closeout["target"]),
+        "workspace": closeout.get("workspace") or DEFAULT_WORKSPACE,
+        "closed_by": {"agent_id": closeout["agent_id"], "machine": machine},
         "at": format_ts(ctx.clock.now()),
     }
     event = stamp_attribution(event, ctx.identity)
@@ -158,20 +185,19 @@ async def close_lane(
         if existing is None:  # deleted between the two calls (gc): try once more
             await ctx.store.create(path, event)
         else:
-            first = load(LaneClosed, existing.data, path)
-            same = all(
-                existing.data.get(f) == event.get(f) for f in _IDENTITY_FIELDS
-            ) and first.closed_by.agent_id == agent_id
-            if not same:
-                raise UsageError(
-                    f"conflicting terminal closeout for lane {lane}; first closeout is authoritative"
-                ) from None
+            load(LaneClosed, existing.data, path)
+            if semantics(existing.data) != semantics(event):
+                raise conflict(lane) from None
             event, action = existing.data, "already_closed"
-    if stored is not None:
-        await stamp_lane(ctx, batch_id, lane, event)
-    else:
-        ctx.warn(f"batch {batch_id} is not registered; no lane to stamp for {lane}")
-    return action, event, path
+    if action == "closed" and machine == "UNKNOWN":  # batch-audit will not count it as factual
+        ctx.warn(f"lane {lane} closed with closed_by.machine UNKNOWN: set AGENT_COORD_MACHINE_ID "
+                 "(or pass --host) so batch-audit counts the closeout as factual")
+    if lane_entry.get("terminal") is not None:  # stamped before: a replay, or a conflict
+        if semantics(lane_entry) != semantics(event):
+            raise conflict(lane)
+        return action, event, path, False
+    await stamp_lane(ctx, batch_id, lane, event)
+    return action, event, path, True
 
 
 async def stamp_lane(ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) -> None:
@@ -205,8 +231,12 @@ def _stamped(manifest: dict[str, Any], closed: dict[str, dict[str, Any]], now: s
     for entry in lanes:
         event = closed.get(entry.get("name")) if isinstance(entry, dict) else None
         if event is not None and entry.get("terminal") is None:
-            entry = dict(entry, status=event["terminal"], closed_at=event["at"])
-            entry.update({f: event[f] for f in _LANE_STAMP_FIELDS if f in event})
+            entry = dict(entry, status=event["terminal"], terminal=event["terminal"])
+            entry.setdefault("closed_at", now)
+            for f in _LANE_STAMP_FIELDS:  # a value the lane already has stays
+                if entry.get(f) is None and f in event:
+                    entry[f] = event[f]
+            entry.update({f: event[f] for f in _LANE_FACT_FIELDS if event.get(f) is not None})
             changed = True
         new_lanes.append(entry)
     out = dict(manifest, lanes=new_lanes)
@@ -280,41 +310,15 @@ class _BatchStamps:
         self.users = 0
 
 
-async def record_lane_closed(
-    ctx: Ctx,
-    *,
-    batch_id: str,
-    lane: str | None,
-    agent_id: str | None,
-    repo: str | None,
-    target: str | None,
-    branch: str | None,
-    terminal: str | None,
-    pr_state: str | None,
-    evidence_url: str | None,
-    workspace: str | None,
-    meta_fields: dict[str, Any],
-    message: str | None,
-) -> dict[str, Any]:
-    """The explicit producer path: record-event --type lane_closed --terminal …"""
-    check_terminal(terminal)
-    for flag, value in (("--agent-id", agent_id), ("--repo", repo), ("--target", target)):
-        if value is None:
-            raise UsageError(f"--type lane_closed requires {flag}")
-    assert agent_id is not None and repo is not None and target is not None and terminal is not None
-    action, event, path = await close_lane(
-        ctx,
-        batch_id=batch_id,
-        lane=lane,
-        agent_id=agent_id,
-        repo=repo,
-        target=target,
-        terminal=terminal,
-        branch=branch,
-        pr_state=pr_state,
-        evidence_url=evidence_url,
-        workspace=workspace,
-        meta_fields=meta_fields,
-        message=message,
-    )
-    return {"action": "recorded" if action == "closed" else action, "path": path, "event": event}
+async def record_lane_closed(ctx: Ctx, closeout: dict[str, Any]) -> dict[str, Any]:
+    """The explicit producer path: record-event --type lane_closed --terminal … (the claim
+    is not touched)."""
+    check_terminal(closeout.get("terminal"))
+    for name in ("agent_id", "repo", "target"):
+        if not closeout.get(name):
+            raise UsageError(f"missing required --{name.replace('_', '-')}")
+    check_fields(closeout)
+    action, event, path, batch_changed = await close_lane(ctx, closeout)
+    if action == "closed":
+        return {"action": "recorded", "path": path, "event": event}
+    return {"action": "reconciled" if batch_changed else "already_closed", "path": path, "event": event}

@@ -104,15 +104,13 @@ async def emit(ctx: Ctx, batch_id: str | None, event_type: str, fields: dict[str
     """Best-effort lifecycle event: a failure warns (and queues) but never fails the command."""
     if not batch_id:
         return None
-    try:
+    try:  # an unusable batch id too (agent-coord stores what it was given and warns here)
         return await write_event(ctx, batch_id, {"type": event_type, **fields}, queue_on_failure=True)
-    except UsageError:
-        raise  # an invalid event is a bug in the caller, not an outage
     except CoordError as exc:
         reason = exc.message
     except OSError as exc:
         reason = str(exc)
-    ctx.warn(f"could not record {event_type} event for batch {batch_id}: {reason}")
+    ctx.warn(f"{event_type} event not recorded: {reason}")
     return None
 
 
@@ -144,40 +142,25 @@ async def record_event(
     ids.batch_id(batch_id)
     event_type = ids.event_type(text_field("type", type, required=True))
     assert event_type is not None
-    if lane is not None:
-        ids.lane_name(lane)
-    if agent_id is not None:
-        ids.agent_id(agent_id)
-    if repo is not None:
-        ids.repo_ref(repo)
-    if target is not None:
-        ids.target(target)
-    if target is not None and repo is None:
-        raise UsageError("--target requires --repo")
     meta_fields = metadata_fields(meta)
-    text_field("branch", branch)
-    text_field("message", message)
+    for name, value in (("agent_id", agent_id), ("repo", repo), ("target", target),
+                        ("branch", branch), ("message", message)):
+        text_field(name, value)  # payload, not paths: kept as given (agent-coord)
 
+    if lane is not None:
+        ids.event_lane(text_field("lane", lane))
     if event_type == "lane_closed":
         if typed and any(v is not None for v in typed.values()):
             raise UsageError("typed event fields do not apply to --type lane_closed")
-        return await closeout.record_lane_closed(
-            ctx,
-            batch_id=batch_id,
-            lane=lane,
-            agent_id=agent_id,
-            repo=repo,
-            target=target,
-            branch=branch,
-            terminal=terminal,
-            pr_state=pr_state,
-            evidence_url=evidence_url,
-            workspace=workspace,
-            meta_fields=meta_fields,
-            message=message,
-        )
+        return await closeout.record_lane_closed(ctx, {
+            "batch_id": batch_id, "lane": lane, "agent_id": agent_id, "repo": repo, "target": target,
+            "branch": branch, "terminal": terminal, "pr_state": pr_state,
+            "evidence_url": evidence_url, "workspace": workspace,
+            **{k: meta_fields[k] for k in ("host", "pr_url", "synthetic", "synthetic_kind")
+               if k in meta_fields},
+        })
     if terminal is not None or pr_state is not None or evidence_url is not None or workspace is not None:
-        raise UsageError("--terminal, --pr-state, --evidence-url and --workspace need --type lane_closed")
+        raise UsageError("terminal-only options require --type lane_closed")
 
     fields: dict[str, Any] = {"type": event_type}
     for name, value in (("lane", lane), ("agent_id", agent_id), ("repo", repo), ("target", target), ("branch", branch)):

@@ -7,7 +7,7 @@ Planning reads the hot families and the archive, and decides per record:
   deleted with CAS) once their hot window has passed;
 * events of a terminal lane are compacted into one immutable envelope whose
   path carries an identity digest and a source-generation digest;
-* archive envelopes past delete_after expire (CAS delete).
+* archive envelopes past delete_after are deleted (CAS delete).
 
 Dry-run and execute run the same plan and the same preflight (1 MiB envelope
 cap). A malformed record met while evaluating an eligible action fails the whole
@@ -44,6 +44,7 @@ from agentcoordd.store.base import Conflict, NotFound
 from agentcoordd.store.cache import Malformed, scan
 
 DEFAULT_HOT_DAYS = 7
+ARCHIVE_FAMILIES = ("archived_record", "compacted_events")
 DEFAULT_ARCHIVE_DAYS = 30
 DEFAULT_SYNTHETIC_HOT_DAYS = 1
 ENVELOPE_CAP_BYTES = 1024 * 1024
@@ -61,7 +62,7 @@ class Policy:
 
 @dataclass
 class Action:
-    action: str  # archive | compact | expire
+    action: str  # archive | compact | delete (an expired archive record)
     reason: str
     archive_path: str
     eligible_at: str
@@ -75,6 +76,9 @@ class Action:
     retained: list[str] = field(default_factory=list)
 
     def public(self) -> dict[str, Any]:
+        if self.action == "delete":  # agent-coord names the record it deletes source_path
+            return {"action": "delete", "eligible_at": self.eligible_at, "reason": self.reason,
+                    "source_path": self.archive_path}
         shown: dict[str, Any] = {
             "action": self.action,
             "archive_path": self.archive_path,
@@ -332,20 +336,19 @@ class _Planner:
     # ---- archive expiry ------------------------------------------------------
 
     def expiry(self, path: str, data: dict[str, Any]) -> None:
+        """An archive record past delete_after is deleted. One whose family or
+        delete_after cannot be read stops the run (exit 2), as in agent-coord:
+        retention must not guess about what it deletes."""
+        if data.get("record_family") not in ARCHIVE_FAMILIES:
+            raise OperationalError(f"archive record has unknown family at {path}")
         expires = parse_ts(data.get("delete_after"))
-        if expires is None or self.now < expires:
+        if expires is None:
+            raise OperationalError(f"archive record has invalid delete_after at {path}")
+        if self.now < expires:
             return
-        source = data.get("source_path")
         self.actions.append(
-            Action(
-                "expire",
-                "archive_expired",
-                path,
-                format_ts(expires),
-                source_path=source if isinstance(source, str) else None,
-                expected={path: _content(data)},
-            )
-        )
+            Action("delete", "archive_expired", path, format_ts(expires),
+                   expected={path: _content(data)}))
 
 
 def _retained(events: list[tuple[str, EventFacts]]) -> list[tuple[str, EventFacts]]:
@@ -407,7 +410,7 @@ async def gc(
         else:
             for path, data in found.rows:
                 visit[prefix](path, data)
-    actions = sorted(planner.actions, key=lambda a: (a.action == "expire", a.archive_path))
+    actions = sorted(planner.actions, key=lambda a: (a.action == "delete", a.archive_path))
     for action in actions:  # the same preflight for dry-run and execute
         if action.size > ENVELOPE_CAP_BYTES:
             raise OperationalError(

@@ -18,7 +18,15 @@ from agentcoordd.model.timefmt import expiry, format_ts
 from agentcoordd.store.base import Versioned
 
 DEFAULT_HEARTBEAT_TTL = 15 * 60
-PHASE_EVENT_FIELDS = ("agent_id", "repo", "target", "branch", "synthetic", "synthetic_kind")
+LANE_FIELDS = ("repo", "target", "batch_id", "branch")
+# What a beat on the same lane keeps of the stored heartbeat (agent-coord's list); a beat
+# naming another lane keeps only the repo/target it did not change.
+SAME_LANE_KEEPS = (
+    "repo", "target", "batch_id", "branch", "thread_handle", "chat_handle", "host", "machine_id",
+    "session_id", "session_source", "pr_url", "dashboard_url", "operator", "phase", "generation",
+    "instance_id", "synthetic", "synthetic_kind",
+)
+PHASE_EVENT_FIELDS = ("agent_id", "repo", "target", "branch", *Metadata.__struct_fields__)
 
 
 async def heartbeat(
@@ -33,22 +41,17 @@ async def heartbeat(
     ttl: int | None = None,
     meta: Metadata = Metadata(),
 ) -> dict[str, Any]:
-    """Write the agent's heartbeat; emit phase.changed on a real phase transition."""
+    """Write the agent's heartbeat; emit phase.changed on a real phase transition.
+
+    repo, target, batch and branch are what the agent says it works on, stored as
+    given (agent-coord validates none of them; a phase event for an unusable batch
+    id is a warning)."""
     path = ids.heartbeat_path(agent_id)
-    if repo is not None:
-        ids.repo_ref(repo)
-    if target is not None:
-        if repo is None:
-            raise UsageError("--target requires --repo")
-        ids.claim_path(repo, target)
-    if batch_id is not None:
-        ids.batch_id(batch_id)
-    text_field("branch", branch)
-    ttl = positive_ttl(ttl, DEFAULT_HEARTBEAT_TTL)
-    fields = metadata_fields(meta)
     for name, value in (("repo", repo), ("target", target), ("batch_id", batch_id), ("branch", branch)):
-        if value is not None:
-            fields[name] = value
+        text_field(name, value)
+    ttl = positive_ttl(ttl, DEFAULT_HEARTBEAT_TTL)
+    meta_fields = metadata_fields(meta)
+    lane = {k: v for k, v in zip(LANE_FIELDS, (repo, target, batch_id, branch)) if v is not None}
     given = text_field("status", status)
     normalized = normalize_status(DEFAULT_HEARTBEAT_STATUS if given is None else given)
     if normalized.warning:
@@ -56,33 +59,45 @@ async def heartbeat(
 
     async def decide(current: Versioned | None) -> Put:
         now = ctx.clock.now()
-        record: dict[str, Any] = dict(current.data) if current is not None else {}
+        stored: dict[str, Any] = {}
         if current is not None:
             load(Heartbeat, current.data, path)
-        previous_phase = record.get("phase")
-        record.update(schema_version=SCHEMA_VERSION, agent_id=agent_id, **fields)
-        record["status"] = normalized.status
-        record.pop("status_raw", None)
-        if normalized.status_raw is not None:
-            record["status_raw"] = normalized.status_raw
-        record["updated_at"] = format_ts(now)
-        record["expires_at"] = expiry(now, ttl)
-        record = stamp_attribution(record, ctx.identity)
+            stored = current.data
+        record = stamp_attribution({
+            **_kept(stored, lane),
+            "schema_version": SCHEMA_VERSION, "agent_id": agent_id, **lane,
+            "status": normalized.status,
+            **({"status_raw": normalized.status_raw} if normalized.status_raw is not None else {}),
+            "updated_at": format_ts(now), "expires_at": expiry(now, ttl),
+            **meta_fields,
+        }, ctx.identity)
         load(Heartbeat, record, path)
-        return Put(record, (record, previous_phase))
+        return Put(record, (record, stored))
 
-    record, previous_phase = await cas_update(ctx.store, path, decide)
-    phase = fields.get("phase")
-    if phase is not None and previous_phase and previous_phase != phase:
-        await emit(
-            ctx,
-            record.get("batch_id"),
-            "phase.changed",
-            {
-                **lifecycle_fields(record, PHASE_EVENT_FIELDS),
-                "message": f"phase {previous_phase} -> {phase}",
-                "previous_phase": previous_phase,
-                "phase": phase,
-            },
-        )
+    record, stored = await cas_update(ctx.store, path, decide)
+    phase = meta_fields.get("phase")
+    before = stored.get("phase")
+    if (phase is not None and before and before != phase
+            and all(str(stored.get(k, "")) == v for k, v in lane.items() if k != "branch")):
+        fields = {**{k: stored[k] for k in PHASE_EVENT_FIELDS if stored.get(k) is not None},
+                  **lifecycle_fields(record, PHASE_EVENT_FIELDS)}
+        await emit(ctx, batch_id or stored.get("batch_id"), "phase.changed", {
+            **fields, "previous_phase": before, "message": f"phase {before} -> {phase}"})
     return {"path": path, "heartbeat": record}
+
+
+def _kept(stored: dict[str, Any], lane: dict[str, str]) -> dict[str, Any]:
+    """The stored fields a beat carries forward: all of SAME_LANE_KEEPS while the lane
+    fields given match (or were unset); else the repo (and its target) not re-given."""
+    changed = {k for k, v in lane.items() if stored.get(k, _ABSENT) != v}
+    if "repo" in lane and "target" not in lane and "target" in stored:
+        changed.add("target")  # a new repo without a target: the old target is not its
+    if not stored or not changed:
+        names: tuple[str, ...] = SAME_LANE_KEEPS
+    else:
+        names = tuple(n for n, keep in (("repo", "repo" not in changed),
+                                        ("target", not {"repo", "target"} & changed)) if keep)
+    return {k: stored[k] for k in names if stored.get(k) is not None}
+
+
+_ABSENT = object()

@@ -11,8 +11,8 @@ Key sets match the existing tool (../shared/conformance/golden):
   the lane metadata present); declared lane terminal state wins over the
   heartbeat, which wins over the manifest's planned lane status;
 * event: the record without schema_version, plus path;
-* archive envelope (`--include-archived`): the envelope without its data /
-  records / schema_version, plus path.
+* archive envelope (`--include-archived`): path, record_family, source_path(s),
+  reason, synthetic, archived_at, delete_after (agent-coord's row).
 
 Missing facts are shown as UNKNOWN / unknown, never guessed.
 
@@ -58,7 +58,6 @@ LANE_METADATA = frozenset((
     "pr_state",
     "evidence_url",
 ))
-_ARCHIVE_PAYLOAD = ("data", "records", "schema_version")
 
 
 def _object(data: Any) -> dict[str, Any]:
@@ -186,11 +185,19 @@ def event_status_digest(path: str, data: Any) -> tuple[float, dict[str, Any]]:
     return event_sort_key(data), projection
 
 
+# An archive row: these keys, each defaulted only when the record lacks it (an
+# explicit null is dropped), as agent-coord shows them.
+_ARCHIVE_ROW = (("record_family", "unknown"), ("source_path", None), ("source_paths", None),
+                ("reason", "unknown"), ("synthetic", False), ("archived_at", "UNKNOWN"),
+                ("delete_after", "UNKNOWN"))
+
+
 def archive_projection(path: str, data: Any) -> dict[str, Any]:
     data = _object(data)
     out: dict[str, Any] = {"path": path}
-    for key, value in data.items():
-        if key not in _ARCHIVE_PAYLOAD:
+    for key, default in _ARCHIVE_ROW:
+        value = data.get(key, default)
+        if value is not None:
             out[key] = value
     return out
 

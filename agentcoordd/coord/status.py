@@ -2,9 +2,10 @@
 
 Returns the `status --json` payload (key sets as the existing tool:
 version, scope, degraded, section_notes, claims, heartbeats, batches, events,
-and archive with --include-archived) plus one extra key, **`exit_code`**,
-which the daemon pops and uses as the command's exit code (0, or 2 when the
-backend result is UNKNOWN). It is never part of the rendered JSON.
+and archive with --include-archived) plus two extra keys the daemon pops:
+**`exit_code`**, the command's exit code (0, or 2 when the backend result is
+UNKNOWN), and with 2 **`exit_error`**, the stderr line saying why (`state
+unreadable: …`, as agent-coord says it). Neither is part of the rendered JSON.
 
 What each scope reads (the spec's list, and nothing else):
 
@@ -57,11 +58,12 @@ class _Report:
 
     def __init__(self) -> None:
         self.notes: dict[str, str] = {}
-        self.unknown = False
+        self.unknown: list[str] = []  # the notes that make the result UNKNOWN
 
     def note(self, section: str, text: str, *, unknown: bool = False) -> None:
         self.notes[section] = f"{self.notes[section]}; {text}" if section in self.notes else text
-        self.unknown = self.unknown or unknown
+        if unknown:
+            self.unknown.append(text)
 
     def absorb(self, section: str, result: Scan[Any]) -> None:
         if result.partial:
@@ -91,6 +93,7 @@ class _Report:
             "section_notes": dict(self.notes),
             **sections,
             "exit_code": EXIT_OPERATIONAL if self.unknown else EXIT_OK,
+            **({"exit_error": "state unreadable: " + "; ".join(self.unknown)} if self.unknown else {}),
         }
 
 

@@ -31,11 +31,13 @@ class Call:
         self.notices: list[str] = []
         self.warnings: list[str] = []
 
-    def backend(self, *, write: bool) -> backends.Resolved:
+    def backend(self, *, write: bool, status_read: bool = False) -> backends.Resolved:
         """The caller's backend (DESIGN.md "Backend selection"); its token is learned
-        for the outbox and resumed lanes (memory only)."""
+        for the outbox and resumed lanes (memory only). `status_read`: agent-coord's
+        status-style reads (AGENT_COORD_STATUS_STATE_ROOT, the read split-brain warning)."""
         caller = self.request.caller
-        resolved = backends.resolve(self.request.selection, caller.env, caller.cwd, write=write)
+        resolved = backends.resolve(self.request.selection, caller.env, caller.cwd, write=write,
+                                    status_read=status_read)
         self.svc.credentials.learn(resolved)
         self.notices.extend(resolved.notices)
         self.warnings.extend(resolved.warnings)
@@ -75,15 +77,18 @@ class Call:
             await self.svc.outbox.queue(ctx.undelivered, resolved, self.warnings)
 
     def reply(self, payload: Any, exit_code: int = 0) -> p.Response:
+        error = None
         if isinstance(payload, dict) and isinstance(payload.get("exit_code"), int):
             exit_code = payload.pop("exit_code")  # a use case that reports its own (batch-audit)
-        return p.Response(exit_code=exit_code, payload=payload, warnings=self.warnings,
+            error = payload.pop("exit_error", None)  # and, with it, why it failed (status)
+        return p.Response(exit_code=exit_code, payload=payload, error=error, warnings=self.warnings,
                           notices=self.notices)
 
     async def use_case(self, function: Callable[..., Awaitable[Any]], *, write: bool,
-                       shared_reads: bool = False, poll: bool = False, **kwargs: Any) -> p.Response:
+                       shared_reads: bool = False, poll: bool = False, status_read: bool = False,
+                       **kwargs: Any) -> p.Response:
         """A use case that needs nothing but its context: resolve, run, reply."""
-        resolved = self.backend(write=write)
+        resolved = self.backend(write=write, status_read=status_read)
         ctx = self.context(resolved, shared_reads=shared_reads)
         async with self.events_to_outbox(ctx, resolved):
             work = function(ctx, **kwargs)

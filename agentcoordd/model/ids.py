@@ -66,6 +66,16 @@ def event_type(value: object) -> str:
     return _segment("event type", value)
 
 
+def event_lane(value: object) -> str:
+    """An ordinary event's lane: payload, so any text but empty or a `batch:lane` ref
+    (agent-coord's rule; a batch's own lane names are strict, see lane_name)."""
+    if not isinstance(value, str) or not value:
+        raise UsageError("--lane must not be empty")
+    if ":" in value:
+        raise UsageError(f"event lane {value} cannot contain ':'")
+    return value
+
+
 def lane_name(value: object) -> str:
     name = _segment("lane", value)
     if ":" in name:

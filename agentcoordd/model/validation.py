@@ -82,7 +82,7 @@ def _event(record: records.Event, data: dict[str, Any]) -> list[Violation]:
     if record.type == "lane_closed":
         found.append(Violation("$.type", "lane_closed events follow the lane_closed (v2) family"))
     if record.lane is not None:
-        found += _lane_name(record.lane, "$.lane")
+        found += _lane_name(record.lane, "$.lane", ids.event_lane)
     rules = TYPED_EVENTS.get(record.type)
     if rules is None:
         return found  # free-form types stay unvalidated
@@ -104,9 +104,9 @@ def _event(record: records.Event, data: dict[str, Any]) -> list[Violation]:
     return found
 
 
-def _lane_name(name: str, path: str) -> list[Violation]:
+def _lane_name(name: str, path: str, rule: Callable[[object], str] = ids.lane_name) -> list[Violation]:
     try:
-        ids.lane_name(name)
+        rule(name)
     except UsageError as exc:
         return [Violation(path, exc.message)]
     return []

@@ -12,6 +12,18 @@ from agentcoordd.model.timefmt import format_ts
 
 # Hostile values every identifier is tried with: each must be a one-line usage
 # error (exit 1) that leaves no file behind.
+# Text no record may hold (too long, NUL, not UTF-8): refused wherever it is passed.
+UNSTORABLE = [
+    pytest.param("a" * 10_240, id="10KB"),
+    pytest.param("a\x00b", id="NUL"),
+    pytest.param("a\udcffb", id="surrogate"),
+]
+# Not a usable path segment, but fine as payload text (agent-coord stores it verbatim).
+ODD_TEXT = [
+    pytest.param("../x", id="dotdot"),
+    pytest.param("a/../../b", id="traversal"),
+    pytest.param("\u00e9t\u00e9", id="unicode"),
+]
 HOSTILE = [
     pytest.param("../x", id="dotdot"),
     pytest.param("a/../../b", id="traversal"),

@@ -134,6 +134,7 @@ async def replay(shared: Path, name: str, root: Path, ctx: Ctx, numbers: list[in
         assert step.stdout is not None, (name, step.number)
         payload = dict(await run(ctx, step.args))
         code = payload.pop("exit_code")
+        payload.pop("exit_error", None)
         assert code == step.exit, (name, step.number, payload)
         assert json.loads(masker.dump(payload)) == step.stdout, (name, step.number)
     assert ran == numbers, (name, ran)

@@ -97,13 +97,27 @@ async def test_same_holder_renewal_updates_metadata_and_keeps_the_rest(ctx, root
     assert (record["phase"], record["pr_url"]) == ("implementing", "https://example.test/pr/1")
 
 
-async def test_renewal_keeps_fields_a_foreign_writer_added(ctx, store, root):
-    await claim(ctx)
+async def test_renewal_keeps_the_claim_fields_and_drops_foreign_ones(ctx, store, root):
+    """agent-coord (conformance claim_renew_lane_identity): a renewal carries the claim's
+    lane and metadata fields forward, nothing else."""
+    await claim(ctx, meta=Metadata(thread_handle="th-1"))
     current = await store.get(CLAIM)
     await store.replace(CLAIM, dict(current.data, route="gpt/high", x_extra={"k": [1]}), current.version)
     await claim(ctx)
-    assert read(root, CLAIM)["route"] == "gpt/high"
-    assert read(root, CLAIM)["x_extra"] == {"k": [1]}
+    record = read(root, CLAIM)
+    assert record["thread_handle"] == "th-1"
+    assert "route" not in record and "x_extra" not in record
+
+
+async def test_a_renewal_on_another_branch_or_batch_is_a_new_acquisition(ctx, root, clock):
+    await claim(ctx, batch_id="b1", branch="feat/1", meta=Metadata(operator="op"))
+    claimed_at = read(root, CLAIM)["claimed_at"]
+    clock.advance(minutes=5)
+    await claim(ctx, branch="feat/1b")
+    record = read(root, CLAIM)
+    assert record["claimed_at"] != claimed_at
+    assert "batch_id" not in record and "operator" not in record  # not re-passed: dropped
+    assert [e["type"] for e in batch_events(root)] == ["claim.acquired"]  # no batch now: no event
 
 
 async def test_generation_and_instance_id_stay_caller_supplied_metadata(ctx, root):
@@ -602,15 +616,15 @@ async def test_release_without_a_claim_is_a_usage_error(ctx, root):
     assert all_files(root) == []
 
 
-async def test_releasing_twice_changes_nothing_and_emits_once(ctx, root, clock):
+async def test_releasing_twice_releases_again_and_says_so(ctx, root, clock):
+    """agent-coord (conformance release_metadata_restamp): a second release re-emits."""
     await claim(ctx, batch_id="b1")
     clock.advance(seconds=1)
     await release(ctx)
-    before = (root / CLAIM).read_bytes()
     clock.advance(minutes=1)
-    assert (await release(ctx))["action"] == "already_released"
-    assert (root / CLAIM).read_bytes() == before
-    assert [e["type"] for e in batch_events(root)] == ["claim.acquired", "claim.released"]
+    assert (await release(ctx))["action"] == "released"
+    assert read(root, CLAIM)["released_at"] == ts(clock)
+    assert [e["type"] for e in batch_events(root)] == ["claim.acquired", "claim.released", "claim.released"]
 
 
 async def test_handoff_release_stamps_the_handoff_fields(ctx, root):

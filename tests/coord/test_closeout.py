@@ -200,17 +200,17 @@ async def test_conflicting_terminal_closeout_is_refused(store, root, clock, clai
 
 
 async def test_terminal_after_a_plain_release_closes_the_lane(store, root, clock, claimed):
+    """As agent-coord: the terminal release is a release again (released_at restamped)."""
     await claims.release(Ctx(store, clock), agent_id="agent-a", repo=REPO, target="1")
-    released_at = read(root, "claims/acme/widgets/1.json")["released_at"]
     clock.advance(minutes=3)
     await close(store, clock)
     record = read(root, "claims/acme/widgets/1.json")
-    assert (record["terminal"], record["released_at"]) == ("done", released_at)
+    assert (record["terminal"], record["released_at"]) == ("done", format_ts(clock.now()))
     assert (root / BACKEND_CLOSED).is_file()
 
 
 async def test_terminal_and_handoff_are_mutually_exclusive(store, root, clock, claimed):
-    with pytest.raises(UsageError, match="mutually exclusive") as excinfo:
+    with pytest.raises(UsageError, match="cannot be combined with --handoff-to") as excinfo:
         await close(store, clock, handoff_to="agent-b", handoff_note="take it")
     assert excinfo.value.exit_code == 1
     assert not (root / BACKEND_CLOSED).exists()
@@ -357,21 +357,21 @@ async def test_explicit_lane_is_used_when_the_target_is_ambiguous(store, root, c
         {"name": "docs", "owner": "agent-b", "targets": ["1"]},
     ])
     await store.create("batches/b1.json", shared_target)
-    with pytest.raises(UsageError, match="--lane"):
-        await record_closed(store, clock, agent_id="agent-c")
+    with pytest.raises(UsageError, match="does not match exactly one lane in batch b1"):
+        await record_closed(store, clock)
     assert not (root / "events").exists()
-    await record_closed(store, clock, lane="docs")
+    with pytest.raises(UsageError, match="^terminal closeout agent does not match lane docs$"):
+        await record_closed(store, clock, lane="docs")
+    await record_closed(store, clock, lane="docs", agent_id="agent-b")
     assert (root / DOCS_CLOSED).is_file()
 
 
-async def test_lane_closed_for_an_unregistered_batch_needs_a_lane_and_warns(store, root, clock):
-    with pytest.raises(UsageError, match="--lane"):
-        await record_closed(store, clock)
-    ctx = Ctx(store, clock)
-    await events.record_event(ctx, batch_id="b1", type="lane_closed", lane="backend", agent_id="agent-a",
-                              repo=REPO, target="1", terminal="done", meta=Metadata(host="m1"))
-    assert (root / BACKEND_CLOSED).is_file()
-    assert any("not registered" in w for w in ctx.warnings)
+async def test_lane_closed_for_an_unregistered_batch_is_refused(store, root, clock):
+    """agent-coord: the lane must be registered to be closed (named or not)."""
+    for lane in (None, "backend"):
+        with pytest.raises(UsageError, match="^batch b1 not found for terminal closeout$"):
+            await record_closed(store, clock, lane=lane)
+    assert list(root.rglob("*.json")) == []
 
 
 @pytest.mark.parametrize("lane", ["b1:backend", "../x", "", "a\x00"])

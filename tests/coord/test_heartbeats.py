@@ -16,7 +16,7 @@ from agentcoordd.model.errors import OperationalError, UsageError
 from agentcoordd.model.identity import Identity
 from agentcoordd.model.records import Metadata
 from agentcoordd.store.base import Unavailable
-from coord_support import HOSTILE, all_files, batch_events, read, ts
+from coord_support import HOSTILE, ODD_TEXT, UNSTORABLE, all_files, batch_events, read, ts
 
 HB = "heartbeats/agent-a.json"
 
@@ -85,12 +85,26 @@ async def test_renewal_keeps_earlier_fields_and_moves_the_timestamps(ctx, root, 
     }
 
 
-async def test_renewal_keeps_fields_a_foreign_writer_added(ctx, store, root):
-    await beat(ctx)
+async def test_a_beat_on_the_same_lane_keeps_its_fields_and_drops_foreign_ones(ctx, store, root):
+    """agent-coord: the stored lane and metadata fields carry forward, nothing else."""
+    await beat(ctx, batch_id="b1", meta=Metadata(thread_handle="th"))
     current = await store.get(HB)
     await store.replace(HB, dict(current.data, route={"model": "m", "effort": "high"}), current.version)
-    await beat(ctx, status="blocked")
-    assert read(root, HB)["route"] == {"model": "m", "effort": "high"}
+    await beat(ctx, status="blocked", batch_id="b1")
+    record = read(root, HB)
+    assert record["thread_handle"] == "th" and record["batch_id"] == "b1"
+    assert "route" not in record
+
+
+async def test_a_beat_on_another_lane_keeps_only_the_repo_and_target_it_did_not_change(ctx, root):
+    await beat(ctx, repo="acme/widgets", target="1", batch_id="b1", meta=Metadata(operator="op"))
+    await beat(ctx, branch="feat/9")
+    record = read(root, HB)
+    assert (record["repo"], record["target"], record["branch"]) == ("acme/widgets", "1", "feat/9")
+    assert "batch_id" not in record and "operator" not in record
+    await beat(ctx, repo="acme/other")
+    record = read(root, HB)
+    assert record["repo"] == "acme/other" and "target" not in record
 
 
 async def test_state_root_sample_heartbeat_renews_with_every_field_kept(shared_dir, store, root, clock):
@@ -247,21 +261,36 @@ async def test_renewal_with_a_new_session_clears_the_stale_machine(store, root, 
 
 
 @pytest.mark.parametrize("value", HOSTILE)
-@pytest.mark.parametrize("field", ["agent_id", "repo", "target", "batch_id"])
-async def test_hostile_identifier_is_a_usage_error_leaving_no_file(ctx, root, field, value):
-    args = {"agent_id": "agent-a", "repo": "acme/widgets", "target": "1", "batch_id": "b1", field: value}
+async def test_a_hostile_agent_id_is_a_usage_error_leaving_no_file(ctx, root, value):
     with pytest.raises(UsageError) as excinfo:
-        await heartbeats.heartbeat(ctx, **args)
+        await heartbeats.heartbeat(ctx, agent_id=value)
     assert excinfo.value.exit_code == 1
     assert "\n" not in str(excinfo.value)
     assert all_files(root) == []
 
 
-@pytest.mark.parametrize("repo", ["../x", "acme/..", "./x"])
-async def test_hostile_repo_without_a_target_is_still_refused(ctx, root, repo):
+@pytest.mark.parametrize("value", UNSTORABLE)
+@pytest.mark.parametrize("field", ["repo", "target", "batch_id", "branch"])
+async def test_unstorable_lane_text_is_a_usage_error_leaving_no_file(ctx, root, field, value):
     with pytest.raises(UsageError):
-        await beat(ctx, repo=repo)
+        await heartbeats.heartbeat(ctx, agent_id="agent-a", **{field: value})
     assert all_files(root) == []
+
+
+@pytest.mark.parametrize("value", ODD_TEXT)
+@pytest.mark.parametrize("field", ["repo", "target", "batch_id"])
+async def test_lane_fields_are_kept_as_given(ctx, root, field, value):
+    """agent-coord stores what the agent says it works on; an unusable batch id only
+    costs the phase event (a warning)."""
+    await heartbeats.heartbeat(ctx, agent_id="agent-a", **{field: value})
+    assert read(root, HB)[field] == value
+
+
+async def test_a_phase_change_for_an_unusable_batch_id_is_a_warning(ctx, root):
+    await heartbeats.heartbeat(ctx, agent_id="agent-a", batch_id="../x", meta=Metadata(phase="p1"))
+    await heartbeats.heartbeat(ctx, agent_id="agent-a", meta=Metadata(phase="p2"))
+    assert read(root, HB)["phase"] == "p2"
+    assert ctx.warnings == ["phase.changed event not recorded: invalid batch-id: ../x"]
 
 
 async def test_heartbeat_for_an_agent_id_with_a_colon(ctx, root):
@@ -270,10 +299,9 @@ async def test_heartbeat_for_an_agent_id_with_a_colon(ctx, root):
     assert read(root, "heartbeats/a:b.json")["agent_id"] == "a:b"
 
 
-async def test_target_requires_repo(ctx, root):
-    with pytest.raises(UsageError, match="--repo"):
-        await beat(ctx, target="1")
-    assert all_files(root) == []
+async def test_a_target_without_a_repo_is_kept(ctx, root):
+    await heartbeats.heartbeat(ctx, agent_id="agent-a", target="1")
+    assert read(root, HB)["target"] == "1" and "repo" not in read(root, HB)
 
 
 @pytest.mark.parametrize("ttl", [0, -5, True, 2.5, "900"])

@@ -78,6 +78,7 @@ def batch(batch_id: str, lane_list: list[dict[str, Any]], **extra: Any) -> dict[
 def body(payload: dict[str, Any]) -> dict[str, Any]:
     out = dict(payload)
     out.pop("exit_code")
+    out.pop("exit_error", None)
     return out
 
 
@@ -429,6 +430,7 @@ async def test_unreadable_records_are_named_and_do_not_hide_the_rest(ctx: Ctx, r
         assert notes["events"] == "unreadable records: events/b1/ev0002.json"
         assert lane_of(payload, "l")["liveness"] == "unreadable"
         assert len(payload["degraded"]) == 4
+        assert payload["exit_error"] == "state unreadable: " + "; ".join(payload["degraded"])
 
 
 async def test_unreadable_batch_in_batch_scope_is_unknown(ctx: Ctx, root: Path) -> None:

@@ -152,7 +152,7 @@ async def test_execute_then_replay_then_expiry(root: Path) -> None:
 
     later = NOW + dt.timedelta(days=31)
     expiry = await gc.gc(ctx_for(store, later), execute=False)
-    expired = {a["archive_path"] for a in expiry["actions"] if a["action"] == "expire"}
+    expired = {a["source_path"] for a in expiry["actions"] if a["action"] == "delete"}
     first_archives = {a["archive_path"] for a in first["actions"]}
     assert expired == first_archives
     await gc.gc(ctx_for(store, later), execute=True)

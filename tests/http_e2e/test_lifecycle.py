@@ -147,8 +147,11 @@ def test_keep_alive_lane_is_renewed_by_the_daemon_without_ctl_calls(
 
 def test_an_id_with_dot_dot_inside_is_refused_before_any_request(
         e2e_worker: Any, node_factory: Any, repo: str) -> None:
-    """`a..b` is a valid local id but outside the Worker's path grammar (docs/compat.md)."""
+    """`a..b` is outside agent-coord's id grammar on every backend: refused, nothing written."""
     a = node_factory("a", e2e_worker, "m-a")
     result = a.ctl("claim", "--agent-id", "a-codex", "--repo", repo, "--target", "a..b")
     assert result.returncode == 1, err(result)
-    assert f"claims/{repo}/a..b.json" in err(result) and "path grammar" in err(result)
+    assert err(result).strip() == "invalid target: a..b"
+    listed = a.ctl("status", "--repo", repo, "--json")
+    assert listed.returncode == 0, err(listed)
+    assert "a..b" not in listed.stdout.decode()

@@ -34,13 +34,15 @@ def events(d: Daemon) -> list[Path]:
 ])
 def test_lane_closed_url_that_is_not_http_is_exit_1_and_nothing_is_written(
         daemon: Daemon, flag: str, value: str) -> None:
+    assert register(daemon, {"batch_id": "b1", "repo": REPO, "lanes": [LANE]}).returncode == 0
     result = close(daemon, flag, value)
     assert result.returncode == 1
-    assert result.stderr.decode().strip() == f"invalid {flag}: must be an http(s) URL"
+    assert result.stderr.decode().strip() == f"{flag} must be an HTTP(S) URL with a host"
     assert events(daemon) == []
 
 
 def test_lane_closed_with_http_urls_is_recorded(daemon: Daemon) -> None:
+    assert register(daemon, {"batch_id": "b1", "repo": REPO, "lanes": [LANE]}).returncode == 0
     result = close(daemon, "--pr-url", "https://github.com/acme/widgets/pull/1",
                    "--evidence-url", "HTTP://ci.example/run/7")
     assert result.returncode == 0, result.stderr

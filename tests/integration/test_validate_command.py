@@ -145,7 +145,7 @@ def test_incomplete_invocations_are_usage_errors(offline: Daemon, args: tuple[st
 def test_unreadable_file_is_exit_2(offline: Daemon, name: str) -> None:
     result = offline.ctl("validate", "--family", "claim", str(offline.base / name))
     assert result.returncode == 2
-    assert result.stderr.decode().startswith("cannot read record ")
+    assert result.stderr.decode().startswith("record unreadable: ")  # agent-coord's form
 
 
 def test_validate_never_imports_daemon_side_libraries(offline: Daemon) -> None:

@@ -45,7 +45,8 @@ CLAIM = ("--agent-id", "agent-a", "--repo", "acme/widgets")
     ((*CLAIM, "--target", "1", "--ttl", "0B1000111011"), {"ttl": 571}),
     ((*CLAIM, "--target", "1", "--ttl", "1_171"), {"ttl": 1171}),
     ((*CLAIM, "--target", "1", "--ttl", "+571"), {"ttl": 571}),
-    ((*CLAIM, "--target", "1", "--ttl", "01073"), {"ttl": 1073}),  # agent-coord: octal (compat.md)
+    ((*CLAIM, "--target", "1", "--ttl", "01073"), {"ttl": 571}),  # Ruby Integer(): octal
+    ((*CLAIM, "--target", "1", "--ttl", "0_7"), {"ttl": 7}),
     ((*CLAIM, "--target", "1", "--ttl", "9" * 30), {"ttl": 2**53}),  # saturates
     ((*CLAIM, "--target", "1", "--generation", "-2"), {}),
 ])
@@ -77,6 +78,8 @@ def test_claim_argument_lists_agent_coord_takes(argv: tuple[str, ...], values: d
     ("claim", (*CLAIM, "--target", "1", "--ttl", ""), "invalid argument: --ttl "),
     ("claim", (*CLAIM, "--target", "1", "--ttl", " 60"), "invalid argument: --ttl  60"),
     ("claim", (*CLAIM, "--target", "1", "--ttl", "0o17"), "invalid argument: --ttl 0o17"),
+    ("claim", (*CLAIM, "--target", "1", "--ttl", "09"), "invalid argument: --ttl 09"),
+    ("claim", (*CLAIM, "--target", "1", "--ttl", "0_8"), "invalid argument: --ttl 0_8"),
     ("claim", (*CLAIM, "--target", "1", "--tt=abc"), "invalid argument: --tt=abc"),
     ("claim", (*CLAIM, "--target", "1", "--ttl", "abc", "--ttl", "5"), "invalid argument: --ttl abc"),
     ("claim", (*CLAIM, "--target", "1", "--generation", ""), "invalid argument: --generation "),

@@ -10,5 +10,6 @@ from agentcoordd.daemon.services import Services
 
 async def handle(req: p.RegisterBatch, svc: Services, call: Call) -> p.Response:
     return await call.use_case(register_batch, write=True, manifest=req.manifest,
+                               batch_id=req.batch_id,
                                launch_prompt=req.launch_prompt, synthetic=req.synthetic,
                                synthetic_kind=req.synthetic_kind)

@@ -13,7 +13,8 @@ async def handle(req: p.Release, svc: Services, call: Call) -> p.Response:
     resolved, ctx = await call.agent_write(req.agent_id)
     async with call.events_to_outbox(ctx, resolved):
         payload = await call.outcome(ctx, release(
-            ctx, agent_id=req.agent_id, repo=req.repo, target=req.target, meta=req.meta,
+            ctx, agent_id=req.agent_id, repo=req.repo, target=req.target, branch=req.branch,
+            meta=req.meta,
             handoff_to=req.handoff_to, handoff_note=req.handoff_note, terminal=req.terminal,
             pr_state=req.pr_state, evidence_url=req.evidence_url, workspace=req.workspace))
         await svc.stop_notices.annotate(req, ctx, resolved.key, payload, call.notices)
