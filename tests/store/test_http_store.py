@@ -325,8 +325,27 @@ async def existing(worker_server):
         ("PUT", {"If-Match": "-1"}, b'{"data":1}', (400, "invalid_if_match")),
         ("PUT", {"If-None-Match": "1"}, b'{"data":1}', (400, "invalid_if_none_match")),
         ("PUT", {"If-Match": "1"}, b"not json", (400, "invalid_json")),
-        ("PUT", {"If-Match": "1"}, b"[1]", (400, "invalid_json")),
+        ("PUT", {"If-Match": "1"}, b"", (400, "invalid_json")),
+        # valid JSON that is not an object: no `data` (as the existing Worker says)
+        ("PUT", {"If-Match": "1"}, b"[1]", (400, "missing_data")),
+        ("PUT", {"If-Match": "1"}, b"[]", (400, "missing_data")),
+        ("PUT", {"If-Match": "1"}, b"null", (400, "missing_data")),
+        ("PUT", {"If-Match": "1"}, b'"data"', (400, "missing_data")),
+        ("PUT", {"If-Match": "1"}, b"1", (400, "missing_data")),
         ("PUT", {"If-Match": "1"}, b'{"d":1}', (400, "missing_data")),
+        # not well-formed Unicode: refused (the existing Worker stores these)
+        ("PUT", {"If-Match": "1"}, b'{"data":"x\\ud800"}', (400, "invalid_json")),
+        ("PUT", {"If-Match": "1"}, b'{"data":{"k":["\\udc00y"]}}', (400, "invalid_json")),
+        ("PUT", {"If-Match": "1"}, b'{"data":{"\\ud800":1}}', (400, "invalid_json")),
+        ("PUT", {"If-Match": "1"}, b'{"data":"\\ude00\\ud83d"}', (400, "invalid_json")),
+        ("PUT", {"If-Match": "1"}, b'{"data":"\xff"}', (400, "invalid_json")),
+        ("PUT", {"If-Match": "1"}, b'{"data":"\xed\xa0\x80"}', (400, "invalid_json")),
+        ("PUT", {"If-Match": "1"}, b'{"data":"\\\\ud800 is text"}', (200, None)),
+        ("PUT", {"If-Match": "1"}, b'{"data":"pair \\ud83d\\ude00"}', (200, None)),
+        ("PUT", {"If-Match": "1"}, '{"data":"pair \U0001f600"}'.encode(), (200, None)),
+        ("PUT", {"If-Match": "99999999999999999999"}, b'{"data":1}', (400, "invalid_if_match")),
+        ("DELETE", {"If-Match": "99999999999999999999"}, b"", (400, "invalid_if_match")),
+        ("PUT", {"If-Match": "00000000000000000001"}, b'{"data":1}', (200, None)),
         ("PUT", {"If-Match": "2"}, b'{"data":1}', (409, "version_conflict")),
         ("PUT", {"If-None-Match": "*", "If-Match": "1"}, b'{"data":1}', (409, "already_exists")),
         ("PUT", {"If-Match": "1"}, b'{"data":"' + b"x" * ACTIVE_CAP + b'"}', (413, "payload_too_large")),
@@ -342,6 +361,68 @@ async def test_worker_rejects_bad_requests_with_the_right_4xx(worker_server, exi
     assert resp.status_code == status
     if code is not None:
         assert resp.json() == {"error": code}
+
+
+@pytest.mark.parametrize("method", ["PATCH", "POST", "HEAD", "OPTIONS"])
+async def test_an_invalid_path_is_400_before_the_method_is_checked(worker_server, method):
+    """As the existing Worker: path grammar first (400), then the method (405)."""
+    resp = await raw(worker_server, method, "/v1/state/claims%2Fo%2Fr.json")
+    assert resp.status_code == 400
+    if method != "HEAD":
+        assert resp.json() == {"error": "invalid_path"}
+
+
+async def test_a_lone_surrogate_in_any_string_is_refused_and_nothing_is_stored(worker_server):
+    path = f"claims/o{uniq()}/r/t.json"
+    body = b'{"data":{"ok":"fine","deep":[[{"x":"a\\udbff"}]]}}'
+    resp = await raw(worker_server, "PUT", "/v1/state/" + path, headers={"If-None-Match": "*"},
+                     content=body)
+    assert (resp.status_code, resp.json()) == (400, {"error": "invalid_json"})
+    async with worker_server.store() as store:
+        assert await store.get(path) is None
+
+
+async def _raw_auth(server, authorization: str | None) -> tuple[int, object]:
+    """GET /v1/whoami with the Authorization line exactly as given (no client trimming)."""
+    host_port = server.url.removeprefix("http://")
+    host, port = host_port.split(":")
+    lines = ["GET /v1/whoami HTTP/1.1", f"Host: {host_port}", "Connection: close"]
+    if authorization is not None:
+        lines.append(f"Authorization: {authorization}")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 20)
+    finally:
+        writer.close()
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(payload)
+
+
+@pytest.mark.parametrize(
+    ("authorization", "code"),
+    [
+        (None, "unauthorized"),
+        ("", "unauthorized"),
+        ("Bearer", "unauthorized"),
+        ("Bearer ", "unauthorized"),
+        ("Bearer   ", "unknown_token"),  # the token is "  ", as the existing Worker reads it
+        ("Basic abc", "unauthorized"),
+        ("Bearerabc", "unauthorized"),
+        ("Bearer  not-a-token", "unknown_token"),  # two spaces: the token is " not-a-token"
+        ("Bearer not-a-token", "unknown_token"),
+    ],
+)
+async def test_missing_or_empty_bearer_token_is_unauthorized(worker_server, authorization, code):
+    assert await _raw_auth(worker_server, authorization) == (401, {"error": code})
+
+
+async def test_an_empty_token_in_the_client_is_reported_as_no_token(worker_server):
+    async with HttpStore(worker_server.url, "", timeout=10) as store:
+        with pytest.raises(TokenRejected) as info:
+            await store.whoami()
+    assert "no machine token configured" in info.value.message
 
 
 @pytest.mark.parametrize(

@@ -1,15 +1,22 @@
 // agentcoord state API: a Cloudflare Worker over one D1 database.
 //
 // Wire-compatible with the existing agent-coordination Worker (see
-// ../shared/spec/worker-protocol-notes.md), with two deliberate fixes:
+// ../shared/spec/worker-protocol-notes.md), with three deliberate fixes:
 //   1. versions never repeat for a path: a record deleted and re-created
 //      continues above the deleted version (state_tombstones), so no ABA;
 //   2. a decoded path (or prefix, or cursor) with a `.` or `..` segment is
-//      rejected, whatever encoding carried it.
+//      rejected, whatever encoding carried it;
+//   3. a body that is not well-formed Unicode (invalid UTF-8, or a string
+//      holding a lone UTF-16 surrogate such as "\ud800") is refused with 400
+//      invalid_json: such a record cannot be read back by strict decoders.
 //
-// Order of checks on /v1/state/<path>: auth (401) -> method (405) -> path
-// grammar (400) -> scope (403) -> request size (413) -> body (400) -> data
+// Order of checks on /v1/state/<path>: auth (401) -> path grammar (400) ->
+// method (405) -> scope (403) -> request size (413) -> body (400) -> data
 // size (413) -> precondition (400) -> the compare-and-swap itself (409).
+//
+// A database still in the existing Worker's schema (not yet upgraded with
+// bin/upgrade-from-agent-coord, docs/worker-upgrade.md) answers 500
+// schema_not_migrated; any other failure 500 internal_error.
 
 export interface Env {
   DB: D1Database;
@@ -132,7 +139,8 @@ async function authenticate(request: Request, env: Env): Promise<Machine | Respo
     return error(401, "unauthorized");
   }
   const token = header.slice(space + 1);
-  if (token === "") return error(401, "unknown_token");
+  // An empty token is no credential at all, as a missing header.
+  if (token === "") return error(401, "unauthorized");
   const row = await env.DB.prepare(
     "SELECT machine, read_prefixes, write_prefixes FROM machines WHERE token_sha256 = ? AND revoked_at IS NULL",
   )
@@ -167,11 +175,44 @@ interface StateRow {
   updated_by: string | null;
 }
 
-/** A bare decimal version (leading zeros allowed); null when it is not one. */
-function parseVersion(value: string): number | null {
-  if (!/^[0-9]{1,15}$/.test(value)) return null;
-  return Number.parseInt(value, 10);
+/**
+ * A bare decimal version (leading zeros allowed): the number, "unsafe" for
+ * digits too large to be exact, null when it is not digits at all.
+ */
+function parseVersion(value: string): number | "unsafe" | null {
+  if (!/^[0-9]+$/.test(value)) return null;
+  const version = Number.parseInt(value, 10);
+  return Number.isSafeInteger(version) ? version : "unsafe";
 }
+
+/** A precondition header; an empty value counts as absent. */
+function precondition(request: Request, name: string): string | null {
+  const value = request.headers.get(name);
+  return value === null || value.trim() === "" ? null : value.trim();
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** False when a string (or key) anywhere in `value` holds a lone surrogate. */
+function wellFormed(value: unknown): boolean {
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === "string") {
+      if (LONE_SURROGATE.test(item)) return false;
+    } else if (Array.isArray(item)) {
+      for (const child of item) pending.push(child);
+    } else if (item !== null && typeof item === "object") {
+      for (const [key, child] of Object.entries(item)) {
+        if (LONE_SURROGATE.test(key)) return false;
+        pending.push(child);
+      }
+    }
+  }
+  return true;
+}
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
 async function getRecord(env: Env, path: string): Promise<Response> {
   const row = await env.DB.prepare("SELECT path, data, version, updated_by FROM state WHERE path = ?")
@@ -188,27 +229,29 @@ async function putRecord(request: Request, env: Env, me: Machine, path: string):
   if (declared !== null && Number(declared) > cap + ENVELOPE_BYTES) {
     return error(413, "payload_too_large");
   }
-  const text = await request.text();
-  if (byteLength(text) > cap + ENVELOPE_BYTES) return error(413, "payload_too_large");
+  const bytes = new Uint8Array(await request.arrayBuffer());
+  if (bytes.length > cap + ENVELOPE_BYTES) return error(413, "payload_too_large");
   let body: unknown;
   try {
-    body = JSON.parse(text);
+    body = JSON.parse(strictUtf8.decode(bytes));
   } catch {
-    return error(400, "invalid_json");
+    return error(400, "invalid_json"); // not JSON, or not UTF-8
   }
+  // Valid JSON that is not an object ([], null, "x", 1) has no `data` either.
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    return error(400, "invalid_json");
+    return error(400, "missing_data");
   }
   const data = (body as Record<string, unknown>).data;
   if (data === undefined) return error(400, "missing_data");
+  if (!wellFormed(data)) return error(400, "invalid_json");
   const serialized = JSON.stringify(data);
   if (byteLength(serialized) > cap) return error(413, "payload_too_large");
 
-  const ifNoneMatch = request.headers.get("If-None-Match");
-  const ifMatch = request.headers.get("If-Match");
+  const ifNoneMatch = precondition(request, "If-None-Match");
+  const ifMatch = precondition(request, "If-Match");
   const now = new Date().toISOString();
   if (ifNoneMatch !== null) {
-    if (ifNoneMatch.trim() !== "*") return error(400, "invalid_if_none_match");
+    if (ifNoneMatch !== "*") return error(400, "invalid_if_none_match");
     // Create-only. A re-created path continues above its tombstone.
     const row = await env.DB.prepare(
       `INSERT INTO state (path, data, version, updated_by, updated_at)
@@ -222,8 +265,8 @@ async function putRecord(request: Request, env: Env, me: Machine, path: string):
     return json(201, { path, version: row.version, updated_by: me.machine });
   }
   if (ifMatch === null) return error(400, "precondition_required");
-  const expected = parseVersion(ifMatch.trim());
-  if (expected === null) return error(400, "invalid_if_match");
+  const expected = parseVersion(ifMatch);
+  if (expected === null || expected === "unsafe") return error(400, "invalid_if_match");
   const row = await env.DB.prepare(
     `UPDATE state SET data = ?1, version = version + 1, updated_by = ?2, updated_at = ?3
      WHERE path = ?4 AND version = ?5
@@ -236,9 +279,10 @@ async function putRecord(request: Request, env: Env, me: Machine, path: string):
 }
 
 async function deleteRecord(request: Request, env: Env, me: Machine, path: string): Promise<Response> {
-  const header = request.headers.get("If-Match");
-  const expected = header === null ? null : parseVersion(header.trim());
+  const header = precondition(request, "If-Match");
+  const expected = header === null ? null : parseVersion(header);
   if (expected === null) return error(400, "precondition_required");
+  if (expected === "unsafe") return error(400, "invalid_if_match");
   // One transaction: remember the deleted version, then delete. Both match
   // only when the version is current, so a stale delete changes nothing.
   const [, deleted] = await env.DB.batch([
@@ -254,12 +298,12 @@ async function deleteRecord(request: Request, env: Env, me: Machine, path: strin
 }
 
 async function handleState(request: Request, env: Env, me: Machine, rawPath: string): Promise<Response> {
+  const path = decodePath(rawPath);
+  if (path === null || !isRecordPath(path)) return error(400, "invalid_path");
   const method = request.method;
   if (method !== "GET" && method !== "PUT" && method !== "DELETE") {
     return error(405, "method_not_allowed");
   }
-  const path = decodePath(rawPath);
-  if (path === null || !isRecordPath(path)) return error(400, "invalid_path");
   if (method === "GET") {
     if (!coveredBy(me.read, path)) return error(403, "forbidden");
     return getRecord(env, path);
@@ -332,25 +376,38 @@ async function handleList(request: Request, env: Env, me: Machine, url: URL): Pr
   return rawJson(200, text + "}");
 }
 
+const SCHEMA_MISSING = /no such (?:table|column)/i;
+
+async function route(request: Request, env: Env): Promise<Response> {
+  const url = new URL(request.url);
+  // The raw pathname keeps percent-encoding; the runtime has already
+  // resolved unencoded dot segments, which is why clients encode every `/`.
+  const pathname = url.pathname;
+  if (pathname === "/v1/health") return json(200, { status: "ok" });
+
+  const me = await authenticate(request, env);
+  if (me instanceof Response) return me;
+
+  if (pathname === "/v1/whoami") {
+    if (request.method !== "GET") return error(405, "method_not_allowed");
+    return json(200, { machine: me.machine, read_prefixes: me.read, write_prefixes: me.write });
+  }
+  if (pathname === "/v1/state") return handleList(request, env, me, url);
+  if (pathname.startsWith("/v1/state/")) {
+    return handleState(request, env, me, pathname.slice("/v1/state/".length));
+  }
+  return error(404, "route_not_found");
+}
+
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
-    const url = new URL(request.url);
-    // The raw pathname keeps percent-encoding; the runtime has already
-    // resolved unencoded dot segments, which is why clients encode every `/`.
-    const pathname = url.pathname;
-    if (pathname === "/v1/health") return json(200, { status: "ok" });
-
-    const me = await authenticate(request, env);
-    if (me instanceof Response) return me;
-
-    if (pathname === "/v1/whoami") {
-      if (request.method !== "GET") return error(405, "method_not_allowed");
-      return json(200, { machine: me.machine, read_prefixes: me.read, write_prefixes: me.write });
+    try {
+      return await route(request, env);
+    } catch (failure) {
+      const message = failure instanceof Error ? failure.message : String(failure);
+      console.error(`agentcoord state API: ${message}`);
+      if (SCHEMA_MISSING.test(message)) return error(500, "schema_not_migrated");
+      return error(500, "internal_error");
     }
-    if (pathname === "/v1/state") return handleList(request, env, me, url);
-    if (pathname.startsWith("/v1/state/")) {
-      return handleState(request, env, me, pathname.slice("/v1/state/".length));
-    }
-    return error(404, "route_not_found");
   },
 } satisfies ExportedHandler<Env>;
