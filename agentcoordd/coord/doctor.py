@@ -15,6 +15,9 @@ access and fails closed on symlinks below the root.
   the `--doctor-prefix` prefixes) decoded with its `model.records` Struct; the
   first failing path is named. On HTTP also `/v1/whoami`: the authenticated
   machine, its scopes, and `machine_match` against the caller's machine id.
+  As agent-coord does, a family a scoped HTTP token cannot read (403) is
+  reported `forbidden` and one it reads only partly `partial` (each with a
+  note in `degraded`/`section_notes`); neither makes the verdict an error.
 
 The results feed two renderings built here as plain dicts: the spec's legacy
 report (`legacy_report`, the keys of `doctor --json`) and the stack component
@@ -102,7 +105,7 @@ class Probe:
 
     prefix: str
     method: str  # list | read | walk | health
-    status: str = "ok"  # ok | partial | error
+    status: str = "ok"  # ok | partial | forbidden (deep, scoped HTTP token) | error
     error: str | None = None
     failing_path: str | None = None
     token_rejected: bool = False
@@ -122,7 +125,9 @@ class FamilyResult:
     """The deep audit of one prefix (a family, archive, or a --doctor-prefix)."""
 
     prefix: str
-    status: str = "ok"  # ok | partial | invalid | error
+    # ok | partial (listing filtered by the token's scope) | forbidden (the
+    # token cannot read it at all: HTTP 403) | invalid | error
+    status: str = "ok"
     records: int = 0
     invalid: list[dict[str, str]] = field(default_factory=list)
     invalid_count: int = 0
@@ -130,9 +135,20 @@ class FamilyResult:
     failing_path: str | None = None
     token_rejected: bool = False
 
+    @property
+    def note(self) -> str | None:
+        """What a scoped token leaves unknown here (agent-coord's section note)."""
+        if self.status == "forbidden":
+            return f"{self.prefix} not readable by scoped token"
+        if self.status == "partial":
+            return f"{self.prefix} filtered by scoped token"
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"prefix": self.prefix, "status": self.status,
                                "records": self.records}
+        if self.note:
+            out["note"] = self.note
         if self.invalid_count:
             out["invalid_count"] = self.invalid_count
             out["invalid"] = self.invalid
@@ -186,6 +202,11 @@ class Report:
     @property
     def deep_failures(self) -> list[FamilyResult]:
         return [f for f in self.families if f.status in ("invalid", "error")]
+
+    @property
+    def section_notes(self) -> dict[str, str]:
+        """prefix -> note for the families a scoped token reads partly or not at all."""
+        return {f.prefix: f.note for f in self.families if f.note}
 
     def rotation_command(self) -> str | None:
         if not self.token_rejected:
@@ -344,6 +365,12 @@ async def _probe(store: Any, prefix: str, local: bool) -> Probe:
     return probe
 
 
+def _scoped_out(report: Report, exc: StoreError) -> bool:
+    """A deep HTTP doctor meeting a 403: the token's scope, reported, not an error."""
+    return (report.deep and report.facts.kind == "http" and _forbidden(exc)
+            and not _token_rejected(exc))
+
+
 async def _lightweight(report: Report, store: Any) -> None:
     facts = report.facts
     report.fatal = True  # until the backend answered
@@ -384,6 +411,9 @@ async def _lightweight(report: Report, store: Any) -> None:
     for prefix in targets:
         probe = await _probe(store, prefix, facts.kind == "local")
         report.probes.append(probe)
+        if probe.forbidden and report.deep and facts.kind == "http":
+            probe.status = "forbidden"  # the deep scan reports it (agent-coord skips this probe)
+            continue
         if probe.status == "error" and report.backend_error is None:
             report.backend_error = probe.error
             report.backend_failing_path = probe.failing_path
@@ -393,7 +423,7 @@ async def _lightweight(report: Report, store: Any) -> None:
                 return
 
 
-async def _scan(store: Any, prefix: str) -> FamilyResult:
+async def _scan(report: Report, store: Any, prefix: str) -> FamilyResult:
     """Read and validate every record below `prefix` (or the one record it names)."""
     result = FamilyResult(prefix)
 
@@ -442,6 +472,9 @@ async def _scan(store: Any, prefix: str) -> FamilyResult:
                         break
                     cursor = page.next_cursor
     except StoreError as exc:
+        if _scoped_out(report, exc):
+            result.status = "forbidden"
+            return result
         result.status = "error"
         result.error = exc.message
         result.failing_path = failing_path(exc.message, prefix)
@@ -455,7 +488,7 @@ async def _scan(store: Any, prefix: str) -> FamilyResult:
 
 async def _deep(report: Report, store: Any) -> None:
     for prefix in report.prefixes or DEEP_FAMILIES:
-        family = await _scan(store, prefix)
+        family = await _scan(report, store, prefix)
         report.families.append(family)
         report.token_rejected = report.token_rejected or family.token_rejected
     service = store.capabilities.introspection
@@ -553,6 +586,10 @@ def legacy_report(report: Report) -> dict[str, Any]:
         out["authenticated_machine"] = report.whoami["machine"]
         out["scopes"] = {"read": report.whoami["read_prefixes"],
                          "write": report.whoami["write_prefixes"]}
+    notes = report.section_notes
+    if notes:  # agent-coord's keys for what a scoped token leaves unknown
+        out["degraded"] = list(dict.fromkeys(notes.values()))
+        out["section_notes"] = notes
     if facts.initialized:
         out["initialized"] = True
     return out
@@ -632,13 +669,18 @@ def stack_report(report: Report, *, daemon_version: str | None = None) -> dict[s
                              "Deep coordination resources are not valid or not readable",
                              {"mode": "deep", "prefixes": scanned, "failures": failures},
                              guidance))
-    elif any(f.status == "partial" for f in report.families):
+    elif report.section_notes:
+        details = {"mode": "deep", "prefixes": scanned, "notes": report.section_notes}
+        for status in ("partial", "forbidden"):
+            hit = [f.prefix for f in report.families if f.status == status]
+            if hit:
+                details[f"{status}_prefixes"] = hit
         checks.append(_check(
             "resources.deep", "degraded",
             "Deep coordination resources are only partly visible to this machine token",
-            {"mode": "deep", "prefixes": scanned,
-             "partial_prefixes": [f.prefix for f in report.families if f.status == "partial"]},
-            "Listings were filtered by the token's read scope; what is missing is unknown."))
+            details,
+            "Listings were filtered by, or refused for, the token's read scope; what is "
+            "missing is unknown."))
     else:
         checks.append(_check("resources.deep", "healthy",
                              "Deep coordination resources are readable",
