@@ -39,7 +39,7 @@ from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids, records
 from agentcoordd.model.errors import CoordError, UsageError
 from agentcoordd.model.identity import Identity
-from agentcoordd.store.base import Page, StoreError
+from agentcoordd.store.base import Page, StoreError, UnreadableEntries
 
 try:  # the contract version every `version`/`status` payload carries
     from agentcoordd.coord.info import CONTRACT_VERSION
@@ -460,7 +460,13 @@ async def _scan(report: Report, store: Any, prefix: str) -> FamilyResult:
             else:
                 cursor: str | None = None
                 while True:
-                    page = await store.list(prefix, None, cursor)
+                    try:
+                        page = await store.list(prefix, None, cursor)
+                    except UnreadableEntries as exc:  # name each, check the rest
+                        page = exc.page
+                        for path, reason in exc.unreadable:
+                            result.records += 1
+                            invalid(path, f"{reason} in record {path}")
                     if page.partial:
                         result.status = "partial"
                     for entry in page.entries:

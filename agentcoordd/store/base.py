@@ -46,6 +46,20 @@ class InvalidRecord(StoreError):
     """A stored record is not valid JSON (or not what its family requires)."""
 
 
+class UnreadableEntries(InvalidRecord):
+    """A listing met records it cannot decode (say, JSON holding a lone UTF-16
+    surrogate, stored by a Worker that accepts it). `page` is everything else
+    the listing returned (its cursor and `partial` included); `unreadable`
+    names the others as (path, reason). Callers that report unreadable records
+    one by one (scans, doctor) carry on with `page`; any other caller sees an
+    InvalidRecord, as it would for a torn local file."""
+
+    def __init__(self, message: str, page: Page, unreadable: list[tuple[str, str]]):
+        super().__init__(message)
+        self.page = page
+        self.unreadable = unreadable
+
+
 class InvalidPath(UsageError):
     """The caller asked for a path outside the state grammar."""
 
@@ -167,14 +181,28 @@ class Store(Protocol):
 
 
 async def list_all(store: Store, prefix: str) -> Page:
-    """Every record below `prefix`, following cursors; partial if any page was."""
+    """Every record below `prefix`, following cursors; partial if any page was.
+
+    Pages with undecodable records are read to the end too; then one
+    UnreadableEntries carries all the readable entries and names the others.
+    """
     entries: list[Entry] = []
+    unreadable: list[tuple[str, str]] = []
+    first = ""
     partial = False
     cursor: str | None = None
     while True:
-        page = await store.list(prefix, None, cursor)
+        try:
+            page = await store.list(prefix, None, cursor)
+        except UnreadableEntries as exc:
+            page = exc.page
+            first = first or exc.message
+            unreadable.extend(exc.unreadable)
         entries.extend(page.entries)
         partial = partial or page.partial
         if not page.next_cursor:
-            return Page(entries, None, partial)
+            break
         cursor = page.next_cursor
+    if unreadable:
+        raise UnreadableEntries(first, Page(entries, None, partial), unreadable)
+    return Page(entries, None, partial)

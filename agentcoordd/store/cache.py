@@ -35,7 +35,16 @@ from typing import Any, Generic, TypeVar
 import anyio.to_thread
 import msgspec
 
-from agentcoordd.store.base import Capabilities, Forbidden, InvalidRecord, Page, Store, Versioned, list_all
+from agentcoordd.store.base import (
+    Capabilities,
+    Forbidden,
+    InvalidRecord,
+    Page,
+    Store,
+    UnreadableEntries,
+    Versioned,
+    list_all,
+)
 from agentcoordd.store.local import LocalStore
 
 T = TypeVar("T")
@@ -122,8 +131,12 @@ def _apply(out: Scan[Any], path: str, data: Any, digest: Digest) -> None:
 
 
 async def _scan_generic(store: Store, prefix: str, digest: Digest) -> Scan[Any]:
-    page = await list_all(store, prefix)
-    out: Scan[Any] = Scan(partial=page.partial)
+    try:
+        page = await list_all(store, prefix)
+        unreadable: list[tuple[str, str]] = []
+    except UnreadableEntries as exc:  # one bad record never hides the rest
+        page, unreadable = exc.page, exc.unreadable
+    out: Scan[Any] = Scan(unreadable=list(unreadable), partial=page.partial)
     for entry in page.entries:
         _apply(out, entry.path, entry.data, digest)
     return out

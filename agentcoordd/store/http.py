@@ -13,6 +13,11 @@ Wire facts (../shared/spec/worker-protocol-notes.md):
   `version_conflict`, like a stale version; a follow-up GET tells the two apart.
 * A listing broader than the token's read scope carries `filtered: true`:
   the page is marked partial (what is missing is UNKNOWN).
+* A record that is not strict JSON (a string holding a lone UTF-16 surrogate,
+  `"x\ud800"`, which the existing Worker stores; ours refuses it) is
+  unreadable, as a torn local file is: `get` raises InvalidRecord naming it,
+  `list` raises UnreadableEntries naming it and carrying the rest of the page,
+  so scans and doctor report it and go on.
 
 Retries: reads (GET) are retried on transport errors and 5xx; writes only when
 the connection failed before the request was sent. Every operation is bounded
@@ -22,6 +27,7 @@ contains the token.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, NoReturn
 from urllib.parse import quote
@@ -44,6 +50,7 @@ from agentcoordd.store.base import (
     Page,
     StoreError,
     Unavailable,
+    UnreadableEntries,
     Versioned,
 )
 
@@ -102,6 +109,39 @@ class _WireError(msgspec.Struct):
 
 
 _encoder = msgspec.json.Encoder()
+
+
+def _lone_surrogate(value: Any) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+    return False
+
+
+def _strict_entry(item: Any) -> tuple[_WireEntry | None, str | None]:
+    """(the entry, None) when `item` is strict JSON of an entry; else (None,
+    why its data is unreadable), or (None, None) when it is not an entry at all."""
+    if not isinstance(item, dict) or not isinstance(item.get("path"), str):
+        return None, None
+    try:
+        return msgspec.json.decode(json.dumps(item).encode(), type=_WireEntry), None
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
+        pass
+    if _lone_surrogate(item.get("data")):
+        return None, "invalid JSON (a string holding a lone UTF-16 surrogate)"
+    if isinstance(item.get("version"), int) and "data" in item:
+        return None, "invalid JSON (not strict JSON, e.g. NaN)"
+    return None, None
 
 
 def _checked_path(path: str) -> str:
@@ -179,7 +219,10 @@ class HttpStore:
             return None
         if resp.status_code != 200:
             self._raise(resp, path)
-        entry = self._decode(resp, _WireEntry, path)
+        try:
+            entry = msgspec.json.decode(resp.content, type=_WireEntry)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            entry = self._lenient_entry(resp, path)
         return Versioned(entry.data, str(entry.version))
 
     async def create(self, path: str, data: Any) -> str:
@@ -228,9 +271,18 @@ class HttpStore:
         resp = await self._send("GET", "/v1/state", path=prefix, params=params)
         if resp.status_code != 200:
             self._raise(resp, prefix)
-        page = self._decode(resp, _WirePage, prefix)
+        unreadable: list[tuple[str, str]] = []
+        try:
+            page = msgspec.json.decode(resp.content, type=_WirePage)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            page, unreadable = self._lenient_page(resp, prefix)
         entries = [Entry(e.path, e.data, str(e.version)) for e in page.entries]
-        return Page(entries, page.next_cursor or None, bool(page.filtered))
+        result = Page(entries, page.next_cursor or None, bool(page.filtered))
+        if unreadable:
+            path, reason = unreadable[0]
+            more = f"{len(unreadable)} unreadable records below {prefix}; " if len(unreadable) > 1 else ""
+            raise UnreadableEntries(f"{more}{reason} in record {path}", result, unreadable)
+        return result
 
     async def whoami(self) -> Whoami:
         resp = await self._send("GET", "/v1/whoami", path=None)
@@ -357,6 +409,53 @@ class HttpStore:
             raise Unavailable(
                 f"unexpected response from {self._where(path)} (HTTP {resp.status_code}): {exc}"
             ) from None
+
+    # A body strict JSON cannot decode may still be JSON with a bad record in
+    # it: Python's json reads lone surrogates (and NaN), so it finds the
+    # envelope; each entry is then checked strictly on its own.
+
+    def _loose_json(self, resp: httpx.Response, path: str | None) -> Any:
+        try:
+            return json.loads(resp.content)
+        except (ValueError, RecursionError) as exc:
+            raise Unavailable(
+                f"unexpected response from {self._where(path)} (HTTP {resp.status_code}): {exc}"
+            ) from None
+
+    def _lenient_entry(self, resp: httpx.Response, path: str) -> _WireEntry:
+        item = self._loose_json(resp, path)
+        entry, why = _strict_entry(item)
+        if entry is not None:
+            return entry
+        if isinstance(item, dict) and item.get("path") == path and why is not None:
+            raise InvalidRecord(f"{why} in record {path}")
+        self._decode(resp, _WireEntry, path)  # raises Unavailable with msgspec's reason
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _lenient_page(self, resp: httpx.Response, prefix: str) -> tuple[_WirePage, list[tuple[str, str]]]:
+        doc = self._loose_json(resp, prefix)
+        items = doc.get("entries") if isinstance(doc, dict) else None
+        if not isinstance(items, list):
+            self._decode(resp, _WirePage, prefix)  # raises Unavailable
+        entries: list[_WireEntry] = []
+        unreadable: list[tuple[str, str]] = []
+        for item in items:  # type: ignore[union-attr]
+            entry, why = _strict_entry(item)
+            if entry is not None:
+                entries.append(entry)
+                continue
+            path = item.get("path") if isinstance(item, dict) else None
+            if why is None or not isinstance(path, str) or not _WIRE_RECORD.fullmatch(path) \
+                    or not path.startswith(prefix + "/"):
+                self._decode(resp, _WirePage, prefix)  # not one bad record: raises Unavailable
+            unreadable.append((path, why))
+        try:
+            rest = msgspec.convert({**doc, "entries": []}, _WirePage)
+        except msgspec.ValidationError as exc:
+            raise Unavailable(
+                f"unexpected response from {self._where(prefix)} (HTTP {resp.status_code}): {exc}"
+            ) from None
+        return _WirePage(entries, rest.next_cursor, rest.filtered), unreadable
 
     async def _conflict_or_missing(self, path: str) -> NoReturn:
         """The Worker says 409 for both stale and missing; a GET tells which."""
