@@ -39,7 +39,7 @@ def doctor(*, json: bool, stack_json: bool, deep: bool, doctor_prefix: list[str]
     etcd_endpoints, backend = selection.etcd_endpoints, selection.backend
     if stack_json:
         if json or daemon:
-            eprint("doctor: --stack-json cannot be combined with --json or --daemon")
+            eprint(f"doctor --{'json' if json else 'daemon'} and --stack-json are mutually exclusive")
             raise Exit(p.EXIT_STACK_USAGE)
         if sum(1 for v in (state_root, api_url, etcd_endpoints, backend) if v) != 1:
             eprint(STACK_SELECTOR_ERROR)

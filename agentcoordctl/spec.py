@@ -162,8 +162,7 @@ class Parsed:
 # ---- values ----------------------------------------------------------------------------
 
 # Ruby's Integer() as OptionParser accepts it: sign, 0x/0b prefixes, single underscores
-# between digits; no spaces, floats or 0o. A leading 0 reads as decimal here (agent-coord:
-# octal; docs/compat.md).
+# between digits; no spaces, floats or 0o; a leading 0 is octal (docs/compat.md#usage-errors).
 _INTEGER = re.compile(
     r"[-+]?(?:0(?:b[01]+(?:_[01]+)*|x[0-9a-f]+(?:_[0-9a-f]+)*)|[0-9]+(?:_[0-9]+)*)",
     re.IGNORECASE | re.ASCII)

@@ -70,10 +70,13 @@ async def claim(
 
     async def decide(current: Versioned | None) -> Put:
         now = ctx.clock.now()
-        stored = current.data if current is not None else None
-        if current is not None:
-            held = load(Claim, current.data, path)
-            if held.status == "active" and held.agent_id != agent_id:
+        # Only an active claim holds anything: a record that is not an object, or
+        # one without status active ({} say), is claimed over as agent-coord does.
+        # An active one must be a valid claim (else exit 2: never guess a holder away).
+        stored = current.data if current is not None and isinstance(current.data, dict) else None
+        if stored is not None and stored.get("status") == "active":
+            held = load(Claim, stored, path)
+            if held.agent_id != agent_id:
                 await _check_takeover(ctx, held, repo, target, now)
         renewal = _renews(stored, agent_id, lane)
         kept = {k: stored[k] for k in RENEWAL_KEEPS if stored and stored.get(k) is not None} if renewal else {}
@@ -142,11 +145,10 @@ async def _check_takeover(ctx: Ctx, held: Claim, repo: str, target: str, now: dt
         return
     expires = parse_ts(held.expires_at)
     reason = "missing" if stored is None and not unreadable else "invalid"
-    if expires is None or now < expires:
-        until = f"claim expires at {held.expires_at}" if expires else "claim expiry unreadable"
+    if expires is None or now < expires:  # an unreadable expiry refuses (docs/compat.md#unreadable-claim-expiry)
         raise ClaimRefused(
             f"CLAIM_REFUSED: active claim for {label} held by {held.agent_id}; "
-            f"heartbeat {reason}, {until}",
+            f"heartbeat {reason}; fallback claim expires at {held.expires_at}",
             holder=held.agent_id,
             liveness=reason,
         )
@@ -219,7 +221,11 @@ async def release(
                       released_at=now, updated_at=now, expires_at=now)
         record.update(fields)
         if terminal is not None:
-            record.update({k: v for k, v in closing.items() if v is not None})
+            for key, value in closing.items():  # what this call omits is not inherited
+                if value is None:
+                    record.pop(key, None)
+                else:
+                    record[key] = value
             closeout.check_fields(record)
             if not record.get("batch_id"):
                 raise UsageError("terminal release requires a claim with batch_id")

@@ -256,10 +256,16 @@ def check_prefix(prefix: str) -> str:
     try:
         return ids.state_prefix(prefix)
     except UsageError:
-        raise UsageError(
-            f"invalid --doctor-prefix: {prefix!r} (a state directory such as claims or "
-            "events/<batch-id>, or a record path such as heartbeats/<agent-id>.json)"
-        ) from None
+        pass
+    # agent-coord's words, in its order
+    text = str(prefix)
+    if not text or ".." in text or text.startswith("/") or "" in text.split("/") \
+            or "." in text.split("/"):
+        raise UsageError(f"unsafe state path: {text}")
+    family = text.split("/", 1)[0]
+    if family not in (*ids.FAMILIES, ids.ARCHIVE):
+        raise UsageError(f"unknown doctor prefix family: {family}")
+    raise UsageError(f"invalid doctor prefix shape: {text}")
 
 
 def _is_record(prefix: str) -> bool:

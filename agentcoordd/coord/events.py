@@ -33,19 +33,19 @@ def typed_payload(event_type: str, typed: dict[str, str], message: str | None) -
     rules = TYPED_EVENTS.get(event_type)
     if rules is None:
         return fields  # free-form types stay unvalidated, as before
-    for name in fields:
-        if name not in rules:
-            raise UsageError(f"{_flag(name)} is not a field of --type {event_type}")
+    # agent-coord's order and words: a foreign field, then every required one
+    # (an enum value must not be empty, a free-form one not blank), then enums.
+    foreign = [name for name in TYPED_FIELDS if name in fields and name not in rules]
+    if foreign:
+        raise UsageError(f"{_flag(foreign[0])} is not valid for --type {event_type}")
     present = dict(fields, message=message) if message is not None else fields
     for name, allowed in rules.items():
-        value = present.get(name)
-        if value is None:
-            raise UsageError(f"--type {event_type} requires {_flag(name)}")
-        if allowed is not None and value not in allowed:
-            raise UsageError(
-                f"invalid {_flag(name)} {value!r} for --type {event_type} "
-                f"(allowed: {', '.join(sorted(allowed))})"
-            )
+        value = present.get(name) or ""
+        if not (value if allowed is not None else value.strip()):
+            raise UsageError(f"missing required {_flag(name)}")
+    for name, allowed in rules.items():
+        if allowed is not None and present[name] not in allowed:
+            raise UsageError(f"{_flag(name)} must be one of: {', '.join(allowed)}")
     return fields
 
 

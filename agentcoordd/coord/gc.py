@@ -38,8 +38,8 @@ from agentcoordd.model.records import (
     load,
     try_load,
 )
-from agentcoordd.model.status import is_terminal
-from agentcoordd.model.timefmt import format_ts, parse_ts
+from agentcoordd.model.status import LANE_TERMINALS, is_terminal
+from agentcoordd.model.timefmt import expiry, format_ts, parse_ts
 from agentcoordd.store.base import Conflict, NotFound
 from agentcoordd.store.cache import Malformed, scan
 
@@ -115,7 +115,9 @@ def _content(data: Any) -> str:
 
 
 def _days(n: int) -> dt.timedelta:
-    return dt.timedelta(days=n)
+    """A retention window; any size is accepted (agent-coord's), capped where a
+    timedelta ends (2.7 million years is as good as forever)."""
+    return dt.timedelta(days=min(n, 999_999_999))
 
 
 class EventFacts(NamedTuple):
@@ -173,12 +175,12 @@ class _Planner:
         self.policy = policy
         self.now = now
         self.archived_at = format_ts(now)
-        self.delete_after = format_ts(now + _days(policy.archive_days))
+        self.delete_after = expiry(now, policy.archive_days * 86_400)  # clamped at year 9999
         self.actions: list[Action] = []
 
     def _due(self, eligible: dt.datetime, synthetic: bool) -> bool:
         window = self.policy.synthetic_hot_days if synthetic else self.policy.hot_days
-        return self.now >= eligible + _days(window)
+        return self.now - eligible >= _days(window)
 
     def _envelope(self, path: str, data: dict[str, Any], reason: str) -> dict[str, Any]:
         return {
@@ -212,47 +214,44 @@ class _Planner:
     # ---- hot families ------------------------------------------------------
 
     def claim(self, path: str, raw: dict[str, Any]) -> None:
-        if raw.get("status") != "released":
+        if raw.get("status") != "released" and raw.get("terminal") not in LANE_TERMINALS:
             return  # active or unknown records stay hot, untouched
-        record = self._strict(Claim, path, raw)
-        eligible = parse_ts(record.released_at) or parse_ts(record.updated_at)
-        if eligible is None:
-            raise OperationalError(f"gc: unreadable release time in {path}")
+        eligible = _retention_time(raw, path)
+        self._known_schema(path, raw)
         self._archive(path, raw, "terminal_claim", eligible)
 
     def heartbeat(self, path: str, raw: dict[str, Any]) -> None:
+        if is_terminal(raw.get("status")):
+            eligible = _retention_time(raw, path)
+            self._known_schema(path, raw)
+            self._archive(path, raw, "terminal_heartbeat", eligible)
+            return
         beat = try_load(Heartbeat, raw)
         if beat is None:
             return
         updated, expires = parse_ts(beat.updated_at), parse_ts(beat.expires_at)
         if updated is None or expires is None:
             return
-        if is_terminal(beat.status):
-            self._strict(Heartbeat, path, raw)
-            self._archive(path, raw, "terminal_heartbeat", updated)
-        elif liveness(beat.updated_at, beat.expires_at, self.now) == "dead":
+        if liveness(beat.updated_at, beat.expires_at, self.now) == "dead":
             ttl = max(expires - updated, dt.timedelta(0))
+            self._known_schema(path, raw)
             self._archive(path, raw, "dead_heartbeat", updated + DEAD_AFTER_TTL_MULTIPLIER * ttl)
 
     def batch(self, path: str, raw: dict[str, Any]) -> None:
         if raw.get("status") != "completed":
             return
-        record = self._strict(Batch, path, raw)
-        eligible = parse_ts(record.completed_at) or parse_ts(record.updated_at)
-        if eligible is None:
-            raise OperationalError(f"gc: unreadable completion time in {path}")
+        eligible = _retention_time(raw, path, "completed_at")
+        self._known_schema(path, raw)
         self._archive(path, raw, "completed_batch", eligible)
 
     @staticmethod
-    def _strict(cls: type, path: str, raw: dict[str, Any]) -> Any:
-        """An eligible record must be valid and of a schema version we know."""
-        record = load(cls, raw, path)
+    def _known_schema(path: str, raw: dict[str, Any]) -> None:
+        """An eligible record is archived as it is, if of a schema version we know."""
         version = raw.get("schema_version")
         if version is not None and version not in (1, 2):
             raise OperationalError(
                 f"gc: {path} has schema_version {version}, newer than this tool; upgrade"
             )
-        return record
 
     # ---- events ------------------------------------------------------------
 
@@ -351,6 +350,20 @@ class _Planner:
                    expected={path: _content(data)}))
 
 
+def _retention_time(data: dict[str, Any], path: str, preferred: str | None = None) -> dt.datetime:
+    """When a record's retention starts: its first timestamp of these (agent-coord's
+    order); a record with none, or with an unreadable one, stops the run (exit 2)."""
+    names = [preferred] if preferred else []
+    names += ["updated_at", "at", "released_at", "completed_at", "expires_at"]
+    value = next((data[n] for n in names if data.get(n) is not None), None)
+    if value is None:
+        raise OperationalError(f"gc record is missing a retention timestamp at {path}")
+    moment = parse_ts(value)
+    if moment is None:
+        raise OperationalError(f"gc record has invalid retention timestamp at {path}: {value}")
+    return moment
+
+
 def _retained(events: list[tuple[str, EventFacts]]) -> list[tuple[str, EventFacts]]:
     """First, last, every terminal event and real phase transitions."""
     kept: list[tuple[str, EventFacts]] = []
@@ -377,8 +390,10 @@ async def gc(
 ) -> dict[str, Any]:
     """Plan (and with execute=True apply) retention; returns the plan summary."""
     for name, value in (("--hot-days", hot_days), ("--archive-days", archive_days), ("--synthetic-hot-days", synthetic_hot_days)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0 or value > 36500):
-            raise UsageError(f"{name} must be a whole number of days from 0 to 36500")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise UsageError(f"{name} must be a whole number of days")
+        if value is not None and value < 0:
+            raise UsageError(f"{name} must be zero or greater")
     policy = Policy(
         DEFAULT_HOT_DAYS if hot_days is None else hot_days,
         DEFAULT_ARCHIVE_DAYS if archive_days is None else archive_days,
@@ -387,7 +402,7 @@ async def gc(
     selected = list(dict.fromkeys(prefixes)) if prefixes else list(HOT_PREFIXES)
     for prefix in selected:
         if prefix not in HOT_PREFIXES:
-            raise UsageError(f"invalid --prefix {prefix!r} (allowed: {', '.join(HOT_PREFIXES)})")
+            raise UsageError(f"--prefix must be one of: {', '.join(HOT_PREFIXES)}")
     planner = _Planner(ctx, policy, ctx.clock.now())
     visit = {"claims": planner.claim, "heartbeats": planner.heartbeat, "batches": planner.batch}
     for prefix in [p for p in HOT_PREFIXES if p in selected] + ["archive"]:

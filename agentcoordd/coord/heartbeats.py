@@ -12,7 +12,7 @@ from agentcoordd.coord.events import emit, lifecycle_fields
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
 from agentcoordd.model.identity import stamp_attribution
-from agentcoordd.model.records import SCHEMA_VERSION, Heartbeat, Metadata, load
+from agentcoordd.model.records import SCHEMA_VERSION, Heartbeat, Metadata, load, try_load
 from agentcoordd.model.status import DEFAULT_HEARTBEAT_STATUS, normalize_status
 from agentcoordd.model.timefmt import expiry, format_ts
 from agentcoordd.store.base import Versioned
@@ -59,9 +59,10 @@ async def heartbeat(
 
     async def decide(current: Versioned | None) -> Put:
         now = ctx.clock.now()
+        # The agent's own record: one that is not a valid heartbeat ({}, "str", 42)
+        # is overwritten, as agent-coord does; nothing of it is kept.
         stored: dict[str, Any] = {}
-        if current is not None:
-            load(Heartbeat, current.data, path)
+        if current is not None and try_load(Heartbeat, current.data) is not None:
             stored = current.data
         record = stamp_attribution({
             **_kept(stored, lane),

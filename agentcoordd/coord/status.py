@@ -279,8 +279,11 @@ async def _target_status(ctx: Ctx, repo: str, target: str) -> dict[str, Any]:
     if claim is not None:
         claims.append(pj.claim_projection(path, claim))
         holder = claim.get("agent_id")
-        if not isinstance(holder, str) or not holder or holder == pj.UNKNOWN:
+        if holder is None or holder == "":
             report.note("heartbeats", "claim holder not set")
+        elif not isinstance(holder, str) or holder == pj.UNKNOWN:
+            # no heartbeat is looked up for these (agent-coord's rule and words)
+            report.note("heartbeats", "holder heartbeat not found")
         else:
             beat = await owner_heartbeat(ctx, holder)
             if isinstance(beat, pj.HeartbeatView):

@@ -2,8 +2,8 @@
 
 Where they are and how a line is read follow `agent-coord` exactly (its
 `consumer_env_files`, `consumer_api_url_configured?` and
-`consumer_env_assignment_value`); docs/compat.md lists the few deliberate
-differences (unusable files, the size cap).
+`consumer_env_assignment_value`); docs/compat.md#split-brain-env-parsing and
+#split-brain-unusable-env-file list the few deliberate differences.
 
 Locations, in order, duplicates dropped: `AGENT_COORD_ENV_FILE` (as given, when
 not empty), then `$XDG_CONFIG_HOME/agent-coord/env` and `…/http-env.sh`, with

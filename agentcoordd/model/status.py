@@ -13,7 +13,7 @@ SPEC_WORKING_STATUSES = (
     "no_pr_evidence",
     "failed",
 )
-# The telemetry contract's working statuses (a deliberate divergence, docs/compat.md):
+# The telemetry contract's working statuses (a deliberate divergence, docs/compat.md#working-statuses):
 # accepted without a warning and listed by `config show`, never terminal, never
 # satisfying a dependency. Not in CANONICAL_STATUSES, so the unknown-status
 # warning keeps the existing tool's exact text.

@@ -676,3 +676,21 @@ async def test_terminal_only_options_need_terminal(ctx, root, kwargs):
         await release(ctx, **kwargs)
     assert excinfo.value.exit_code == 1
     assert (root / CLAIM).read_bytes() == before
+
+
+@pytest.mark.parametrize("stored", [{}, "str", None, [1], 42, {"agent_id": "agent-b", "status": "released"}])
+async def test_a_stored_value_that_holds_nothing_is_claimed_over(ctx, store, root, stored):
+    """Only an active claim holds a target (recorded: non_object_state_records; agent-coord
+    crashes on null, [1] and 42, docs/compat.md)."""
+    await store.create(CLAIM, stored)
+    result = await claim(ctx)
+    assert result["action"] == "acquired"
+    assert read(root, CLAIM)["agent_id"] == "agent-a"
+
+
+async def test_an_active_claim_that_is_not_valid_is_an_error_naming_its_path(ctx, store, root):
+    await store.create(CLAIM, {"agent_id": "agent-b", "status": "active"})
+    with pytest.raises(OperationalError, match=CLAIM) as excinfo:
+        await claim(ctx)
+    assert excinfo.value.exit_code == 2
+    assert read(root, CLAIM) == {"agent_id": "agent-b", "status": "active"}

@@ -199,6 +199,16 @@ async def test_conflicting_terminal_closeout_is_refused(store, root, clock, clai
     assert (root / BACKEND_CLOSED).read_bytes() == before
 
 
+async def test_a_retry_that_omits_the_evidence_is_a_conflict(store, root, clock, claimed):
+    """Omitted closeout options are not inherited from the released claim (recorded:
+    terminal_replay_and_conflict step 6)."""
+    await close(store, clock, pr_state="merged", evidence_url="https://example.test/pr/1")
+    claim_before = (root / "claims/acme/widgets/1.json").read_bytes()
+    with pytest.raises(UsageError, match="conflicting terminal closeout for lane backend"):
+        await close(store, clock, pr_state="merged")
+    assert (root / "claims/acme/widgets/1.json").read_bytes() == claim_before
+
+
 async def test_terminal_after_a_plain_release_closes_the_lane(store, root, clock, claimed):
     """As agent-coord: the terminal release is a release again (released_at restamped)."""
     await claims.release(Ctx(store, clock), agent_id="agent-a", repo=REPO, target="1")

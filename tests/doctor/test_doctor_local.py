@@ -318,10 +318,16 @@ def test_deep_with_doctor_prefix_audits_only_that_prefix(daemon: Daemon) -> None
         {"prefix": "claims", "status": "ok", "records": 1}]
 
 
-def test_invalid_doctor_prefix_is_a_usage_error(daemon: Daemon) -> None:
-    result = daemon.ctl("doctor", "--doctor-prefix", "../etc")
+@pytest.mark.parametrize(("prefix", "message"), [
+    ("../etc", "unsafe state path: ../etc"),
+    ("claims/./x", "unsafe state path: claims/./x"),
+    ("bogus", "unknown doctor prefix family: bogus"),
+    ("events/.x", "invalid doctor prefix shape: events/.x"),
+])
+def test_invalid_doctor_prefix_is_a_usage_error(daemon: Daemon, prefix: str, message: str) -> None:
+    result = daemon.ctl("doctor", "--doctor-prefix", prefix)
     assert result.returncode == 1
-    assert "invalid --doctor-prefix" in err(result)
+    assert err(result).strip() == message  # agent-coord's words
     assert out(result) == ""
 
 

@@ -228,10 +228,36 @@ async def test_prefix_restricts_hot_scans_but_archive_expiry_is_always_scanned(r
     assert plan["prefixes"] == ["claims"]
 
 
-@pytest.mark.parametrize("bad", [{"prefixes": ["archive"]}, {"prefixes": ["../x"]}, {"hot_days": -1}, {"archive_days": 10**9}])
-async def test_bad_options_are_usage_errors(root: Path, bad: dict) -> None:
-    with pytest.raises(UsageError):
+@pytest.mark.parametrize(("bad", "message"), [
+    ({"prefixes": ["archive"]}, "--prefix must be one of: claims, heartbeats, batches, events"),
+    ({"prefixes": ["../x"]}, "--prefix must be one of: claims, heartbeats, batches, events"),
+    ({"hot_days": -1}, "--hot-days must be zero or greater"),
+    ({"synthetic_hot_days": -1}, "--synthetic-hot-days must be zero or greater"),
+])
+async def test_bad_options_are_usage_errors(root: Path, bad: dict, message: str) -> None:
+    with pytest.raises(UsageError) as excinfo:
         await gc.gc(ctx_for(LocalStore(root)), execute=False, **bad)
+    assert str(excinfo.value) == message
+
+
+async def test_huge_retention_windows_are_accepted_and_archive_nothing(root: Path) -> None:
+    """agent-coord takes any window; delete_after then clamps at year 9999."""
+    plan = await gc.gc(ctx_for(LocalStore(root)), execute=False, hot_days=10**11,
+                       archive_days=10**10, synthetic_hot_days=10**11)
+    assert plan["actions"] == [] and plan["policy"]["hot_days"] == 10**11
+
+
+@pytest.mark.parametrize(("record", "message"), [
+    ({"status": "released", "updated_at": "last tuesday"},
+     "gc record has invalid retention timestamp at claims/acme/widgets/9.json: last tuesday"),
+    ({"status": "released"}, "gc record is missing a retention timestamp at claims/acme/widgets/9.json"),
+])
+async def test_an_eligible_record_without_a_readable_retention_time_stops_gc(
+        root: Path, record: dict, message: str) -> None:
+    put(root, "claims/acme/widgets/9.json", {"schema_version": 1, **record})
+    with pytest.raises(OperationalError) as excinfo:
+        await gc.gc(ctx_for(LocalStore(root)), execute=False)
+    assert str(excinfo.value) == message and excinfo.value.exit_code == 2
 
 
 async def test_archive_conflict_with_a_different_record_keeps_the_source(root: Path) -> None:

@@ -53,7 +53,7 @@ def test_typed_event_violation_is_exit_1(daemon: Daemon) -> None:
     result = daemon.ctl("record-event", "--batch-id", "b1", "--type", "error", "--severity", "P9",
                         "--category", "ci", "--message", "boom")
     assert result.returncode == 1
-    assert "invalid --severity 'P9' for --type error" in result.stderr.decode()
+    assert "--severity must be one of: P0, P1, P2, P3" in result.stderr.decode()
     assert events(daemon) == []
 
 

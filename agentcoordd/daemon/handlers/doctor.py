@@ -198,7 +198,7 @@ def split_brain_env_file(files: list[envfiles.EnvFile]) -> str | None:
     """The env file that configures an API URL the daemon could not use.
 
     The daemon routes implicit calls to the backend the env files configure
-    (docs/compat.md §2), so resolving to the implicit local root *while* an env
+    (docs/compat.md#doctor-split-brain), so resolving to the implicit local root *while* an env
     file configures AGENT_COORD_API_URL only happens when that file cannot be
     used: it exists and, read as agent-coord reads it (the lines before its
     first non-UTF-8 one), configures the API URL. That is the spec's split

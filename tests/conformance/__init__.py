@@ -1,0 +1,1 @@
+"""Conformance with the recorded behaviour of agent-coord (tests/fixtures/conformance)."""
