@@ -493,6 +493,13 @@ class HttpStore:
             raise InvalidRecord(f"record too large for {where} ({code})")
         if status == 400 and code in ("invalid_path", "invalid_prefix", "invalid_cursor", "invalid_limit"):
             raise InvalidPath(f"backend refused {code.removeprefix('invalid_')}: {where}")
+        if status >= 500 and code == "schema_not_migrated":
+            raise Unavailable(
+                f"backend failed: HTTP {status} (schema_not_migrated) from {where}: the Worker's "
+                "D1 database is not in its schema; run worker/bin/upgrade-from-agent-coord "
+                "(docs/worker-upgrade.md)"
+            )
         if status >= 500:
-            raise Unavailable(f"backend failed: HTTP {status} from {where}")
+            shown = f" ({code})" if code != "unknown" else ""
+            raise Unavailable(f"backend failed: HTTP {status}{shown} from {where}")
         raise StoreError(f"backend rejected the request: HTTP {status} ({code}) from {where}")

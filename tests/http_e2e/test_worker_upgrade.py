@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from agentcoordd import tokens
-from agentcoordd.store.base import Conflict, Forbidden
+from agentcoordd.store.base import Conflict, Forbidden, Unavailable
 from agentcoordd.store.http import HttpStore, TokenRejected
 from worker_fixture import REPO, WORKER_DIR, WRANGLER, WorkerServer, _stop, require_toolchain, start_worker
 
@@ -109,12 +110,22 @@ def _legacy_database(base: Path) -> tuple[Path, dict[str, str]]:
 class Upgraded:
     server: WorkerServer
     before: httpx.Response  # our Worker on the database before the conversion
+    client_said: str  # what HttpStore reported then
     refused_migration: subprocess.CompletedProcess[str]
     first: subprocess.CompletedProcess[str]
     again: subprocess.CompletedProcess[str]
 
     def store(self, machine: str) -> HttpStore:
         return HttpStore(self.server.url, self.server.tokens[machine], timeout=15)
+
+
+async def _client_error(url: str, token: str) -> str:
+    async with HttpStore(url, token, timeout=15) as store:
+        try:
+            await store.get(CLAIM)
+        except Unavailable as exc:
+            return exc.message
+    return "no error"
 
 
 @pytest.fixture(scope="module")
@@ -130,11 +141,12 @@ def upgraded() -> Iterator[Upgraded]:
     try:
         before = httpx.get(f"{url}/v1/whoami", timeout=15,
                            headers={"Authorization": f"Bearer {issued['ruby-all']}"})
+        client_said = anyio.run(_client_error, url, issued["ruby-all"])
         # 3. the conversion, while that Worker keeps running; then once more (a no-op)
         first = _upgrade(persist_to)
         again = _upgrade(persist_to)
         yield Upgraded(WorkerServer(url, persist_to, issued, proc, base / "wrangler.log"),
-                       before, refused, first, again)
+                       before, client_said, refused, first, again)
     finally:
         _stop(proc)
         shutil.rmtree(base, ignore_errors=True)
@@ -146,6 +158,8 @@ def test_before_the_upgrade_our_migrations_and_worker_say_what_is_wrong(upgraded
     assert "no such column: token_sha256" in shown
     assert "upgrade-from-agent-coord" in shown  # the guard migration's name says what to run
     assert (upgraded.before.status_code, upgraded.before.json()) == (500, {"error": "schema_not_migrated"})
+    assert "schema_not_migrated" in upgraded.client_said
+    assert "worker/bin/upgrade-from-agent-coord" in upgraded.client_said
 
 
 def test_the_upgrade_converts_once_then_is_a_no_op(upgraded: Upgraded) -> None:
