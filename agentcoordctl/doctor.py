@@ -64,6 +64,9 @@ def doctor(*, json: bool, stack_json: bool, deep: bool, doctor_prefix: list[str]
         if response.error:
             eprint(response.error)
         raise Exit(response.exit_code)
+    error = (payload.get("report") or {}).get("error")
+    if not stack_json and response.exit_code != p.EXIT_OK and error:
+        eprint(printable(error))  # the report names it too; agent-coord's stderr line
     if stack_json:
         print(dump_json(payload["stack"]))
     elif json:

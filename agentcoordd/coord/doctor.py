@@ -308,7 +308,7 @@ def validate_record(path: str, data: Any) -> str | None:
 
 _PATH_IN_MESSAGE = (
     re.compile(r"refused: (\S+)$"),
-    re.compile(r"below state root: (\S+)$"),
+    re.compile(r"^state layout invalid: (\S+) is "),
     re.compile(r"in record (\S+)$"),
     re.compile(r"^cannot (?:read|inspect|list|lock) (\S+) under "),
     re.compile(r"scope for (\S+) at "),
@@ -650,7 +650,7 @@ def stack_report(report: Report, *, daemon_version: str | None = None) -> dict[s
             guidance = LEGACY_GUIDANCE
         elif report.token_rejected:
             guidance = ROTATE_GUIDANCE.format(command=report.rotation_command())
-        elif any(p.forbidden for p in report.probes):
+        elif facts.kind == "http" and any(p.forbidden for p in report.probes):
             guidance = SCOPE_GUIDANCE
         else:
             guidance = BACKEND_GUIDANCE
@@ -659,10 +659,14 @@ def stack_report(report: Report, *, daemon_version: str | None = None) -> dict[s
 
     # resources.deep
     scanned = list(report.prefixes or DEEP_FAMILIES)
+    scope: dict[str, Any] = {"mode": "deep", "prefixes": scanned}
+    if report.prefixes:  # agent-coord names the families a --doctor-prefix left unprobed
+        probed = {p.split("/", 1)[0] for p in report.prefixes}
+        scope["unprobed_prefixes"] = [f for f in DEEP_FAMILIES if f not in probed]
     if not report.deep:
         checks.append(_check("resources.deep", "skipped",
                              "Deep resource evidence was not requested", {"mode": "shallow"}))
-    elif report.unavailable:
+    elif report.unavailable or not report.readable:  # no backend, no resource evidence
         checks.append(_check(
             "resources.deep", "skipped",
             "Resource evidence was not collected because the backend is unavailable",
@@ -679,10 +683,10 @@ def stack_report(report: Report, *, daemon_version: str | None = None) -> dict[s
                     if report.token_rejected else DEEP_GUIDANCE)
         checks.append(_check("resources.deep", "failed",
                              "Deep coordination resources are not valid or not readable",
-                             {"mode": "deep", "prefixes": scanned, "failures": failures},
+                             {**scope, "failures": failures},
                              guidance))
     elif report.section_notes:
-        details = {"mode": "deep", "prefixes": scanned, "notes": report.section_notes}
+        details = {**scope, "notes": report.section_notes}
         for status in ("partial", "forbidden"):
             hit = [f.prefix for f in report.families if f.status == status]
             if hit:
@@ -694,9 +698,13 @@ def stack_report(report: Report, *, daemon_version: str | None = None) -> dict[s
             "Listings were filtered by, or refused for, the token's read scope; what is "
             "missing is unknown."))
     else:
-        checks.append(_check("resources.deep", "healthy",
-                             "Deep coordination resources are readable",
-                             {"mode": "deep", "prefixes": scanned}))
+        if report.prefixes:
+            checks.append(_check("resources.deep", "healthy",
+                                 "Requested coordination resource is readable",
+                                 {**scope, "resource_checks": {p: "ok" for p in scanned}}))
+        else:
+            checks.append(_check("resources.deep", "healthy",
+                                 "Deep coordination resources are readable", scope))
 
     # identity.machine
     details = environment_identity(report)

@@ -314,7 +314,7 @@ class LocalStore:
         if stat.S_ISLNK(mode):
             raise Forbidden(f"symlink below state root refused: {shown}")
         if not stat.S_ISDIR(mode):
-            raise Forbidden(f"not a directory below state root: {shown}")
+            raise Forbidden(f"state layout invalid: {shown} is not a directory")  # agent-coord's words
 
     def _make_dirs(self, rel_dir: str, path: str) -> None:
         current = self._root

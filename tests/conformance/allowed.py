@@ -122,6 +122,10 @@ STRICT: list[Allowance] = [
         compat="#working-statuses",
         why="config --json lists the telemetry contract's working statuses"),
 
+    AdditiveJson(
+        scenario="doctor_local", steps=(14,), keys=("checks.1.details.failing_path",),
+        compat="#doctor-report", why="the failed backend check names the failing path"),
+
     # -------------------------------------------------------- JSON on a failing step
     JsonOnFailure(
         scenario="status_liveness", steps=(8, 9), compat="#status-json-on-exit-2",
@@ -179,7 +183,11 @@ MESSAGES: list[Allowance] = [
         instead=r"^(state unreadable|batch manifest JSON invalid): ", compat="#ruby-error-texts",
         why="the reason comes from our JSON parser, not Ruby's; the message's first words match")
       for name, steps in (("status_liveness", (8, 9)), ("status_batch_scope_notes", (10,)),
-                          ("register_batch_invalid", (10,)), ("doctor_local", (11,)))),
+                          ("register_batch_invalid", (10,)))),
+    MessageMayDiffer(
+        scenario="doctor_local", steps=(11,), golden=r"^state unreadable: unexpected token at |^'$",
+        instead=r"^heartbeats: invalid JSON in record heartbeats/bad\.json$",
+        compat="#ruby-error-texts", why="ours names the record instead of quoting Ruby's parser"),
     *(MessageMayDiffer(
         scenario=name, steps=steps, golden=r" @ rb_sysopen - ",
         instead=r"^(batch manifest|launch prompt) unreadable: No such file or directory - ",

@@ -369,6 +369,7 @@ def json_diff(golden: Any, ours: Any, path: Path_ = ()) -> list[tuple[str, Path_
         out += [("key-extra", path + (k,), None, o) for k, o in ours.items() if k not in golden]
         return out
     if isinstance(golden, list) and isinstance(ours, list):
+        ours = _ties_in_golden_order(golden, ours)
         out = []
         for i, (g, o) in enumerate(zip(golden, ours)):
             out += json_diff(g, o, path + (str(i),))
@@ -378,6 +379,32 @@ def json_diff(golden: Any, ours: Any, path: Path_ = ()) -> list[tuple[str, Path_
                 for i in range(len(ours), len(golden))]
         return out
     return [] if _same(golden, ours) else [("value", path, golden, ours)]
+
+
+def _ties_in_golden_order(golden: list[Any], ours: list[Any]) -> list[Any]:
+    """Records listed by time (`at`) whose normalized times are equal were written
+    in the same second here or there: their order is the tie-break (path), which
+    depends on timing, not behaviour. Within each run of equal `at` (same
+    positions and value in both lists) ours is put in golden's order, matched by
+    `path` / `event_id`."""
+    def key(item: Any) -> Any:
+        return item.get("path") or item.get("event_id") if isinstance(item, dict) else None
+
+    if not all(isinstance(x, dict) and "at" in x for x in golden + ours):
+        return ours
+    ours = list(ours)
+    start = 0
+    while start < min(len(golden), len(ours)):
+        end = start
+        while end < len(golden) and golden[end]["at"] == golden[start]["at"]:
+            end += 1
+        run = ours[start:end]
+        if len(run) == end - start and all(x["at"] == golden[start]["at"] for x in run):
+            order = [key(g) for g in golden[start:end]]
+            run.sort(key=lambda x: order.index(key(x)) if key(x) in order else len(order))
+            ours[start:end] = run
+        start = end
+    return ours
 
 
 def is_substructure(golden: Any, ours: Any) -> bool:

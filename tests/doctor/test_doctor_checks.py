@@ -62,7 +62,7 @@ def test_every_family_is_validated_with_its_struct(path: str, data: object, ok: 
 
 @pytest.mark.parametrize("message,expected", [
     ("symlink below state root refused: claims/acme", "claims/acme"),
-    ("not a directory below state root: heartbeats", "heartbeats"),
+    ("state layout invalid: heartbeats is not a directory", "heartbeats"),
     ("invalid JSON in record batches/b.json", "batches/b.json"),
     ("cannot read claims/a/b/1.json under /srv/root: Permission denied", "claims/a/b/1.json"),
     ("forbidden: this machine's token has no scope for claims at http://127.0.0.1:1", "claims"),

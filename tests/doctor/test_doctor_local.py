@@ -279,9 +279,15 @@ def test_symlink_below_the_root_fails_closed_naming_the_path(daemon: Daemon, pla
 
     stack = daemon.ctl("doctor", "--stack-json", "--deep", "--state-root", str(daemon.root))
     assert stack.returncode == 2
-    resources = stack_check(json.loads(out(stack)), "resources.deep")
-    assert resources["status"] == "failed"
-    assert planted in [f["path"] for f in resources["details"]["failures"]]
+    checked = json.loads(out(stack))
+    backend, resources = stack_check(checked, "backend.readability"), stack_check(checked, "resources.deep")
+    if backend["status"] == "failed":  # agent-coord's rule: no backend, no resource evidence
+        assert backend["details"]["failing_path"] == planted
+        assert resources["status"] == "skipped"
+        assert resources["details"]["reason"] == "backend_unavailable"
+    else:
+        assert resources["status"] == "failed"
+        assert planted in [f["path"] for f in resources["details"]["failures"]]
 
 
 def test_the_root_itself_may_be_a_symlink(daemon: Daemon) -> None:
