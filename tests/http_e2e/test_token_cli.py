@@ -130,6 +130,26 @@ def test_wrangler_failure_is_exit_2_with_wranglers_output(tmp_path: Path) -> Non
     assert "machines" in result.stderr.decode()
 
 
+def test_relative_persist_to_is_the_callers_path_not_one_inside_the_worker(tmp_path: Path) -> None:
+    # docs/multi-machine.md "Local rehearsal": migrate worker/.wrangler/state, then provision
+    # from the repo root with the same directory spelled relative to it
+    state = tmp_path / "worker" / ".wrangler" / "state"
+    subprocess.run([str(WRANGLER), "d1", "migrations", "apply", "agent-coord", "--local",
+                    "--persist-to", str(state)], cwd=WORKER_DIR, capture_output=True, timeout=120, check=True)
+    full = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.environ.get("HOME", "/tmp"),
+            "AGENT_COORD_NO_AUTOSTART": "1", "AGENT_COORD_WORKER_DIR": str(WORKER_DIR),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    result = subprocess.run([PYTHON, "-m", "agentcoordctl.cli", "token", "provision", "dev", "--all-state",
+                             "--local", "--persist-to", "worker/.wrangler/state"],
+                            cwd=tmp_path, env=full, capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert not (WORKER_DIR / "worker").exists()
+    done = subprocess.run([str(WRANGLER), "d1", "execute", "agent-coord", "--local", "--persist-to", str(state),
+                           "--json", "--command", "SELECT machine FROM machines"],
+                          cwd=WORKER_DIR, capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(done.stdout)[0]["results"] == [{"machine": "dev"}]
+
+
 # ---- etcd -----------------------------------------------------------------------------------
 
 ROOT_PASSWORD = "root-Pw-" + uuid.uuid4().hex[:8]
