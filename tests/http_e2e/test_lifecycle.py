@@ -100,8 +100,13 @@ def test_terminal_closeout_then_batch_audit_is_complete(
                     "--evidence-url", "https://example.test/ci/1", AGENT_COORD_MACHINE_ID="m-a")
     assert (closing.returncode, out(closing)) == (0, f"released {repo}#1 by a-codex\n"), err(closing)
     again = a.ctl("release", "--agent-id", "a-codex", "--repo", repo, "--target", "1",
-                  "--terminal", "done", AGENT_COORD_MACHINE_ID="m-a")
+                  "--terminal", "done", "--pr-state", "merged",
+                  "--evidence-url", "https://example.test/ci/1", AGENT_COORD_MACHINE_ID="m-a")
     assert (again.returncode, out(again)) == (0, f"lane already closed for {repo}#1\n")
+    # a retry that omits the evidence is another closeout: refused (agent-coord's rule)
+    partial = a.ctl("release", "--agent-id", "a-codex", "--repo", repo, "--target", "1",
+                    "--terminal", "done", AGENT_COORD_MACHINE_ID="m-a")
+    assert partial.returncode == 1 and "conflicting terminal closeout" in err(partial)
     audit = a.ctl("batch-audit", "--batch-id", batch, "--json")
     assert audit.returncode == 0, out(audit) + err(audit)
     assert json.loads(out(audit))["verdict"] == "complete"
@@ -152,6 +157,6 @@ def test_an_id_with_dot_dot_inside_is_refused_before_any_request(
     result = a.ctl("claim", "--agent-id", "a-codex", "--repo", repo, "--target", "a..b")
     assert result.returncode == 1, err(result)
     assert err(result).strip() == "invalid target: a..b"
-    listed = a.ctl("status", "--repo", repo, "--json")
+    listed = a.ctl("status", "--json")
     assert listed.returncode == 0, err(listed)
     assert "a..b" not in listed.stdout.decode()
