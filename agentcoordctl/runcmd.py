@@ -5,7 +5,10 @@ that watches COMMAND's pid: the child is forked before the claim and held at
 a gate, so the daemon watches the very process that then execs COMMAND (exec
 keeps pid and start time). SIGINT/SIGTERM/SIGHUP are forwarded to it. When it
 exits the claim is released (`--done-on-success`: `--terminal done` on exit
-0) and ctl exits with COMMAND's code (128+N when a signal N killed it). If the
+0, closing `--lane` or the one lane listing the target) and ctl exits with
+COMMAND's code (128+N when a signal N killed it) — unless that terminal
+release fails: then the claim is released plainly (no claim stays behind for
+its lease) and ctl exits with the failed release's code (2 when unclear). If the
 claim is fenced while COMMAND runs (someone took it over), COMMAND gets
 SIGTERM after `--fence-grace` seconds, then SIGKILL after as long again.
 """
@@ -37,12 +40,14 @@ LANE_POLL = 2.0
 def run_command(*, command: list[str], agent_id: str, repo: str, target: str,
                 batch_id: str | None, branch: str | None, ttl: int | None,
                 renew_every: float | None, idle_timeout: float | None,
-                heartbeat_ttl: int | None, fence_grace: float, done_on_success: bool, meta: Any,
-                selection: p.Selection) -> None:
+                heartbeat_ttl: int | None, fence_grace: float, done_on_success: bool,
+                lane: str | None, meta: Any, selection: p.Selection) -> None:
     if not command:
         raise fail("run needs a command: agentcoordctl run … -- COMMAND [ARGS]", p.EXIT_USAGE)
     if fence_grace < 0:
         raise fail("--fence-grace must not be negative", p.EXIT_USAGE)
+    if lane is not None and not done_on_success:
+        raise fail("--lane only applies with --done-on-success", p.EXIT_USAGE)
     chosen = selection
 
     child, gate = _fork_gated(command)
@@ -69,16 +74,32 @@ def run_command(*, command: list[str], agent_id: str, repo: str, target: str,
 
     if fenced:
         eprint(f"agentcoordctl run: not releasing {repo}#{target}: the claim was taken over")
-    else:
-        terminal = "done" if done_on_success and code == 0 else None
-        try:
-            released = send(p.Release(agent_id=agent_id, repo=repo, target=target,
-                                      terminal=terminal, selection=chosen))
-        except Exit:
-            released = None
-        if released is not None:
-            _report(released, render.release)
+        raise Exit(code)
+    if done_on_success and code == 0:
+        closed, error = _release(p.Release(agent_id=agent_id, repo=repo, target=target,
+                                           terminal="done", lane=lane, selection=chosen))
+        if closed == 0:
+            raise Exit(0)
+        hint = " (pass --lane NAME)" if lane is None and "exactly one lane" in error else ""
+        eprint(f"agentcoordctl run: COMMAND succeeded but the terminal release failed{hint}; "
+               f"releasing {repo}#{target} without closing the lane")
+        plain, _ = _release(p.Release(agent_id=agent_id, repo=repo, target=target, selection=chosen))
+        if plain != 0:
+            eprint(f"agentcoordctl run: the plain release failed too: the claim on {repo}#{target} "
+                   "stays until its lease expires")
+        raise Exit(closed)
+    _release(p.Release(agent_id=agent_id, repo=repo, target=target, selection=chosen))
     raise Exit(code)
+
+
+def _release(request: p.Release) -> tuple[int, str]:
+    """Send a release and report it on stderr: (its exit code — 2 when unclear, its error)."""
+    try:
+        released = send(request)
+    except Exit as exc:  # the daemon was not reached (send printed why)
+        return exc.code or p.EXIT_OPERATIONAL, ""
+    _report(released, render.release)
+    return released.exit_code, released.error or ""
 
 
 def _fork_gated(command: list[str]) -> tuple[int, int]:
@@ -187,6 +208,9 @@ COMMANDS = (spec.Command(
      Opt("--fence-grace", "fence_grace", "custom", default=10.0, parse=seconds, metavar="SECONDS",
          help="After a takeover: SIGTERM COMMAND after this long, SIGKILL after as long again."),
      Opt("--done-on-success", "done_on_success", "flag",
-         help="Release with --terminal done when COMMAND exits 0."),
+         help="Release with --terminal done when COMMAND exits 0; if that fails, release "
+              "plainly and exit with its code."),
+     Opt("--lane", "lane", metavar="NAME",
+         help="With --done-on-success: the batch lane to close (when several list the target)."),
      METADATA, BACKEND),
     run_command, interspersed=False),)

@@ -134,6 +134,7 @@ class Release(_Request, tag_field="op", tag="release", kw_only=True):
     pr_state: str | None = None
     evidence_url: str | None = None
     workspace: str | None = None
+    lane: str | None = None  # a terminal release: the batch lane it closes (else the target's)
 
 
 class Heartbeat(_Request, tag_field="op", tag="heartbeat", kw_only=True):

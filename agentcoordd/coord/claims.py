@@ -168,6 +168,7 @@ async def release(
     pr_state: str | None = None,
     evidence_url: str | None = None,
     workspace: str | None = None,
+    lane: str | None = None,
 ) -> dict[str, Any]:
     """Release the caller's claim: plain, structured handoff, or terminal closeout.
 
@@ -176,7 +177,8 @@ async def release(
     plain release of a released claim releases it again (and says so in an event).
     A terminal release writes the lane_closed event first (closeout.close_lane), then
     the claim carries the authoritative closeout; a retry that changes nothing is
-    "already_closed".
+    "already_closed". `lane` names the batch lane it closes (`run --lane`), for a target
+    that more than one lane lists.
     """
     ids.agent_id(agent_id)
     path = ids.claim_path(repo, target)
@@ -195,6 +197,11 @@ async def release(
         if handoff:
             raise UsageError("--terminal cannot be combined with --handoff-to or --handoff-note")
         closeout.check_fields({**fields, **closing, "repo": repo})  # before the claim is read
+        text_field("lane", lane)
+        if lane == "":
+            raise UsageError("--lane must not be empty")
+    elif lane is not None:
+        raise UsageError("--lane requires --terminal")
     elif pr_state is not None or evidence_url is not None or workspace is not None:
         given = next(f"--{k.replace('_', '-')}" for k in ("pr_state", "evidence_url", "workspace")
                      if closing[k] is not None)
@@ -230,8 +237,8 @@ async def release(
             if not record.get("batch_id"):
                 raise UsageError("terminal release requires a claim with batch_id")
             if closed is None:  # once: a lost CAS race re-decides, the event stands
-                closed = await closeout.close_lane(
-                    ctx, {k: record[k] for k in closeout.CLOSEOUT_FIELDS if record.get(k) is not None})
+                fields_of = {k: record[k] for k in closeout.CLOSEOUT_FIELDS if record.get(k) is not None}
+                closed = await closeout.close_lane(ctx, fields_of if lane is None else {**fields_of, "lane": lane})
             event = closed[1]
             for key in closeout.CLAIM_STAMP_FIELDS:
                 if event.get(key) is None:

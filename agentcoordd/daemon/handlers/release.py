@@ -16,7 +16,8 @@ async def handle(req: p.Release, svc: Services, call: Call) -> p.Response:
             ctx, agent_id=req.agent_id, repo=req.repo, target=req.target, branch=req.branch,
             meta=req.meta,
             handoff_to=req.handoff_to, handoff_note=req.handoff_note, terminal=req.terminal,
-            pr_state=req.pr_state, evidence_url=req.evidence_url, workspace=req.workspace))
+            pr_state=req.pr_state, evidence_url=req.evidence_url, workspace=req.workspace,
+            lane=req.lane))
         await svc.stop_notices.annotate(req, ctx, resolved.key, payload, call.notices)
         await svc.keeper.end(resolved, req.agent_id, "lane_closed" if req.terminal else "released",
                              repo=req.repo, target=req.target)
