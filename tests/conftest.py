@@ -1,4 +1,4 @@
-"""Suite-wide fixtures: one async backend, the shared spec location, a fake clock."""
+"""Suite-wide fixtures: one async backend, the recorded fixtures' location, a fake clock."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+# Recorded data copied verbatim from ../shared (each directory's README.md says
+# from where); the suite never reads ../shared itself, a fresh clone has none.
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture
@@ -16,11 +18,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
-def shared_dir() -> Path:
-    """../shared next to the checkout; tests that need it skip cleanly without it."""
-    if not (SHARED / "spec").is_dir():
-        pytest.skip("../shared (spec fixtures) is not present next to this checkout")
-    return SHARED
+def fixtures_dir() -> Path:
+    """tests/fixtures: agent-coord's recorded outputs, state root and contracts."""
+    return FIXTURES
 
 
 class FakeClock:

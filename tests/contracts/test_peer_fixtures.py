@@ -12,23 +12,20 @@ import pytest
 from agentcoordd.model import validation as validate
 from contract_harness import load, procedural_expectations, replay, schema_errors, target_of, verdict_of
 
-_SHARED = Path(__file__).resolve().parents[3] / "shared"
-_PEER = _SHARED / "spec" / "peer-contracts"
-FIXTURES = (
-    sorted(str(p.relative_to(_PEER)) for p in _PEER.rglob("fixtures/**/*.json"))
-    if _PEER.is_dir()
-    else ["<no ../shared>"]
-)
+# Copied verbatim from ../shared/spec/peer-contracts (tests/fixtures/peer-contracts/README.md).
+_PEER = Path(__file__).resolve().parents[1] / "fixtures" / "peer-contracts"
+FIXTURES = sorted(str(p.relative_to(_PEER)) for p in _PEER.rglob("fixtures/**/*.json"))
+assert len(FIXTURES) == 101, f"tests/fixtures/peer-contracts holds {len(FIXTURES)} fixtures, not 101"
 
 # fixture path -> why we deliberately give a different verdict
 DIFFERENCES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("rel", FIXTURES)
-def test_peer_fixture_verdict(rel: str, shared_dir: Path) -> None:
+def test_peer_fixture_verdict(rel: str, fixtures_dir: Path) -> None:
     if rel in DIFFERENCES:
         pytest.xfail(DIFFERENCES[rel])
-    path = shared_dir / "spec" / "peer-contracts" / rel
+    path = fixtures_dir / "peer-contracts" / rel
     data = load(path)
     verdict = verdict_of(path)
     if verdict == "replay":

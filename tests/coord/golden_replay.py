@@ -1,6 +1,6 @@
 """Replay the read-only tail of a conformance scenario against the use cases.
 
-A golden file (../shared/conformance/golden/<name>.txt) records each step's
+A golden file (tests/fixtures/conformance/golden/<name>.txt) records each step's
 exit code and masked JSON stdout, and the masked final state. For scenarios
 whose status / batch-audit steps are the last ones, that final state *is* the
 state those steps read: materialize it on a fresh root (masks → concrete
@@ -91,8 +91,8 @@ def materialize(root: Path, state: dict[str, Any], now: dt.datetime) -> None:
         path.write_text(concrete(json.dumps(data, indent=2), now) + "\n")
 
 
-def normalizer(shared: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ac_normalize", shared / "conformance" / "normalize.py")
+def normalizer(fixtures: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ac_normalize", fixtures / "conformance" / "normalize.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -119,11 +119,11 @@ async def run(ctx: Ctx, args: list[str]) -> dict[str, Any]:
     raise AssertionError(f"not a read command: {args}")
 
 
-async def replay(shared: Path, name: str, root: Path, ctx: Ctx, numbers: list[int]) -> None:
-    steps, state = parse((shared / "conformance" / "golden" / f"{name}.txt").read_text())
+async def replay(fixtures: Path, name: str, root: Path, ctx: Ctx, numbers: list[int]) -> None:
+    steps, state = parse((fixtures / "conformance" / "golden" / f"{name}.txt").read_text())
     now = ctx.clock.now()
     materialize(root, state, now)
-    norm = normalizer(shared)
+    norm = normalizer(fixtures)
     masker = norm.Masker(int(now.timestamp()), {})
     masker.register_events(event_id(int(n)) for n in EVENT.findall(json.dumps(state)))
     ran = []

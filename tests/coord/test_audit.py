@@ -114,8 +114,8 @@ def by_name(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     ("name", "steps"),
     [("batch_audit_complete", [4]), ("batch_audit_incomplete", [3]), ("terminal_release_lane_closed", [7])],
 )
-async def test_golden_audit_outputs(shared_dir: Path, root: Path, ctx: Ctx, name: str, steps: list[int]) -> None:
-    await replay(shared_dir, name, root, ctx, steps)
+async def test_golden_audit_outputs(fixtures_dir: Path, root: Path, ctx: Ctx, name: str, steps: list[int]) -> None:
+    await replay(fixtures_dir, name, root, ctx, steps)
 
 
 # ---- verdicts ------------------------------------------------------------------

@@ -78,9 +78,9 @@ async def close(store, clock, identity=M1, agent="agent-a", target="1", **kwargs
 
 
 @pytest.fixture
-def lane_closed_validator(shared_dir):
+def lane_closed_validator(fixtures_dir):
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((shared_dir / "spec/peer-contracts/contracts/state-schema-v2.json").read_text())
+    schema = json.loads((fixtures_dir / "peer-contracts/contracts/state-schema-v2.json").read_text())
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
@@ -281,8 +281,8 @@ async def test_terminal_release_by_a_non_holder_is_a_usage_error(store, root, cl
     assert not (root / BACKEND_CLOSED).exists()
 
 
-async def test_sample_root_claim_releases_terminally_with_every_field_kept(shared_dir, store, root, clock):
-    sample = shared_dir / "spec/state-root-sample"
+async def test_sample_root_claim_releases_terminally_with_every_field_kept(fixtures_dir, store, root, clock):
+    sample = fixtures_dir / "state-root-sample"
     for rel in ("claims/acme/repo-00/2.json", "batches/batch-0001.json",
                 "events/batch-0001/lane_closed-76a23cdf1916414d.json"):
         await store.create(rel, json.loads((sample / rel).read_text()))

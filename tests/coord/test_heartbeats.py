@@ -107,8 +107,8 @@ async def test_a_beat_on_another_lane_keeps_only_the_repo_and_target_it_did_not_
     assert record["repo"] == "acme/other" and "target" not in record
 
 
-async def test_state_root_sample_heartbeat_renews_with_every_field_kept(shared_dir, store, root, clock):
-    sample = json.loads((shared_dir / "spec/state-root-sample/heartbeats/agent-000001.json").read_text())
+async def test_state_root_sample_heartbeat_renews_with_every_field_kept(fixtures_dir, store, root, clock):
+    sample = json.loads((fixtures_dir / "state-root-sample/heartbeats/agent-000001.json").read_text())
     await store.create("heartbeats/agent-000001.json", sample)
     await beat(Ctx(store, clock), "agent-000001", status="done")
     renewed = read(root, "heartbeats/agent-000001.json")

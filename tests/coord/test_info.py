@@ -1,7 +1,7 @@
 """version and config show: key sets and values as the existing tool prints them.
 
 Spec: "Legacy / Non-Stack CLI Contract And Exit Codes", Heartbeat status
-vocabulary; ../shared/spec/outputs/version-json.txt, config-show-json.txt.
+vocabulary; tests/fixtures/spec-outputs/version-json.txt, config-show-json.txt.
 """
 
 from __future__ import annotations
@@ -12,20 +12,20 @@ from pathlib import Path
 from agentcoordd.coord.info import config_info, version_info
 
 
-def recorded(shared_dir: Path, name: str) -> dict:
-    text = (shared_dir / "spec" / "outputs" / name).read_text()
+def recorded(fixtures_dir: Path, name: str) -> dict:
+    text = (fixtures_dir / "spec-outputs" / name).read_text()
     body = text.split("# stdout:\n", 1)[1].split("# stderr:", 1)[0]
     return json.loads(body)
 
 
-def test_version_matches_the_existing_tool(shared_dir: Path) -> None:
-    assert version_info() == recorded(shared_dir, "version-json.txt")
+def test_version_matches_the_existing_tool(fixtures_dir: Path) -> None:
+    assert version_info() == recorded(fixtures_dir, "version-json.txt")
 
 
 def test_config_show_matches_the_existing_tool_plus_the_contract_working_statuses(
-    shared_dir: Path,
+    fixtures_dir: Path,
 ) -> None:
-    expected = recorded(shared_dir, "config-show-json.txt")
+    expected = recorded(fixtures_dir, "config-show-json.txt")
     # docs/compat.md: the telemetry contract's working statuses are listed too.
     expected["heartbeat_status_vocabulary"]["working"] += ["queued", "token_limit_pause", "continued"]
     assert config_info() == expected

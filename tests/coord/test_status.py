@@ -1,7 +1,7 @@
 """status: full, target- and batch-scoped views, degraded notes, exit codes.
 
 Spec: the status paragraphs under "CLI", Batch Schema (dependencies,
-blocked_on), Heartbeat Liveness; the status steps of ../shared/conformance.
+blocked_on), Heartbeat Liveness; the status steps of tests/fixtures/conformance.
 """
 
 from __future__ import annotations
@@ -103,16 +103,16 @@ GOLDEN = [
 
 
 @pytest.mark.parametrize(("name", "steps"), GOLDEN, ids=[g[0] for g in GOLDEN])
-async def test_golden_status_outputs(shared_dir: Path, root: Path, ctx: Ctx, name: str, steps: list[int]) -> None:
-    await replay(shared_dir, name, root, ctx, steps)
+async def test_golden_status_outputs(fixtures_dir: Path, root: Path, ctx: Ctx, name: str, steps: list[int]) -> None:
+    await replay(fixtures_dir, name, root, ctx, steps)
 
 
 @pytest.mark.parametrize(("name", "steps"), GOLDEN, ids=[g[0] for g in GOLDEN])
 async def test_golden_status_outputs_through_the_cache(
-    shared_dir: Path, root: Path, clock, name: str, steps: list[int]
+    fixtures_dir: Path, root: Path, clock, name: str, steps: list[int]
 ) -> None:
     ctx = Ctx(CachingStore(LocalStore(root)), clock)
-    await replay(shared_dir, name, root, ctx, steps)
+    await replay(fixtures_dir, name, root, ctx, steps)
 
 
 # ---- scopes and flags -----------------------------------------------------------

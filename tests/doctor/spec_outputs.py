@@ -1,4 +1,5 @@
-"""The existing tool's captured doctor outputs (../shared/spec/outputs/doctor-*.txt)."""
+"""The existing tool's captured doctor outputs (tests/fixtures/spec-outputs/doctor-*.txt,
+copied from ../shared/spec/outputs)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ class Capture:
         return self.stdout.replace("<TMP>", str(tmp))
 
 
-def load(shared: Path, name: str) -> Capture:
-    raw = (shared / "spec" / "outputs" / f"doctor-{name}.txt").read_text()
+def load(fixtures: Path, name: str) -> Capture:
+    raw = (fixtures / "spec-outputs" / f"doctor-{name}.txt").read_text()
     head, _, rest = raw.partition("# stdout:\n")
     stdout, _, stderr = rest.partition("# stderr:\n")
     fields = dict(line[2:].split(": ", 1) for line in head.splitlines() if ": " in line)

@@ -1,7 +1,7 @@
 """doctor on the local store, end to end: ctl subprocess -> real daemon -> files.
 
 Outputs are compared with the existing tool's captures field by field
-(../shared/spec/outputs/doctor-*.txt, `<TMP>` = the test's base directory).
+(tests/fixtures/spec-outputs/doctor-*.txt, `<TMP>` = the test's base directory).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def stack_check(payload: dict, check_id: str) -> dict:
 # ---- the spec's captures ---------------------------------------------------------
 
 
-def test_lightweight_json_is_the_spec_report(daemon: Daemon, shared_dir: Path) -> None:
-    spec = spec_outputs.load(shared_dir, "json")
+def test_lightweight_json_is_the_spec_report(daemon: Daemon, fixtures_dir: Path) -> None:
+    spec = spec_outputs.load(fixtures_dir, "json")
     result = daemon.ctl("doctor", "--json")
     assert result.returncode == spec.exit == 0
     assert json.loads(out(result)) == spec.json(daemon.base)
@@ -50,9 +50,9 @@ def test_lightweight_json_is_the_spec_report(daemon: Daemon, shared_dir: Path) -
 
 
 def test_deep_json_is_the_spec_report_with_environment_identity(daemon: Daemon,
-                                                                 shared_dir: Path) -> None:
+                                                                 fixtures_dir: Path) -> None:
     claim(daemon)
-    spec = spec_outputs.load(shared_dir, "deep-json")
+    spec = spec_outputs.load(fixtures_dir, "deep-json")
     result = daemon.ctl("doctor", "--deep", "--json")
     assert result.returncode == spec.exit == 0
     report = json.loads(out(result))
@@ -60,8 +60,8 @@ def test_deep_json_is_the_spec_report_with_environment_identity(daemon: Daemon,
     assert list(report) == list(spec.json(daemon.base))  # same key order, too
 
 
-def test_deep_text_has_the_spec_lines(daemon: Daemon, shared_dir: Path) -> None:
-    spec = spec_outputs.load(shared_dir, "deep-text")
+def test_deep_text_has_the_spec_lines(daemon: Daemon, fixtures_dir: Path) -> None:
+    spec = spec_outputs.load(fixtures_dir, "deep-text")
     result = daemon.ctl("doctor", "--deep")
     assert result.returncode == spec.exit == 0
     assert out(result) == spec.text(daemon.base)
@@ -79,10 +79,10 @@ def test_lightweight_text_says_lightweight_and_omits_identity(daemon: Daemon) ->
     ("stack-json-healthy", ("--stack-json", "--deep")),
     ("stack-json-shallow", ("--stack-json",)),
 ])
-def test_stack_json_is_the_component_contract(daemon: Daemon, shared_dir: Path, name: str,
+def test_stack_json_is_the_component_contract(daemon: Daemon, fixtures_dir: Path, name: str,
                                               args: tuple[str, ...]) -> None:
     claim(daemon)
-    spec = spec_outputs.load(shared_dir, name)
+    spec = spec_outputs.load(fixtures_dir, name)
     result = daemon.ctl("doctor", *args, "--state-root", str(daemon.root), unset=UNSET_ROOT)
     assert result.returncode == spec.exit == 0
     assert json.loads(out(result)) == spec.json(daemon.base)
@@ -90,8 +90,8 @@ def test_stack_json_is_the_component_contract(daemon: Daemon, shared_dir: Path, 
 
 
 def test_stack_json_missing_root_is_failed_and_never_created(daemon: Daemon,
-                                                             shared_dir: Path) -> None:
-    spec = spec_outputs.load(shared_dir, "stack-json-missing-root")
+                                                             fixtures_dir: Path) -> None:
+    spec = spec_outputs.load(fixtures_dir, "stack-json-missing-root")
     missing = daemon.base / "missing"
     result = daemon.ctl("doctor", "--stack-json", "--deep", "--state-root", str(missing),
                         unset=UNSET_ROOT)
@@ -100,8 +100,8 @@ def test_stack_json_missing_root_is_failed_and_never_created(daemon: Daemon,
     assert not missing.exists()
 
 
-def test_stack_json_two_selectors_is_exit_64_with_no_json(daemon: Daemon, shared_dir: Path) -> None:
-    spec = spec_outputs.load(shared_dir, "stack-json-two-selectors")
+def test_stack_json_two_selectors_is_exit_64_with_no_json(daemon: Daemon, fixtures_dir: Path) -> None:
+    spec = spec_outputs.load(fixtures_dir, "stack-json-two-selectors")
     result = daemon.ctl("doctor", "--stack-json", "--state-root", str(daemon.root), "--api-url",
                         "http://127.0.0.1:9")
     assert result.returncode == spec.exit == 64

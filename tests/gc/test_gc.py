@@ -270,9 +270,9 @@ async def test_archive_conflict_with_a_different_record_keeps_the_source(root: P
     assert any("already holds a different record" in w for w in c.warnings)
 
 
-async def test_envelopes_validate_against_the_published_archive_contract(root: Path, shared_dir: Path) -> None:
+async def test_envelopes_validate_against_the_published_archive_contract(root: Path, fixtures_dir: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((shared_dir / "spec/peer-contracts/contracts/archive-record-schema-v1.json").read_text())
+    schema = json.loads((fixtures_dir / "peer-contracts/contracts/archive-record-schema-v1.json").read_text())
     await gc.gc(ctx_for(LocalStore(root)), execute=True)
     envelopes = list((root / "archive").rglob("*.json"))
     assert envelopes

@@ -214,8 +214,8 @@ def test_wrong_field_type_is_an_error():
 # ---- the existing tool's state root ------------------------------------------------
 
 
-def sample_files(shared_dir: Path) -> list[Path]:
-    root = shared_dir / "spec" / "state-root-sample"
+def sample_files(fixtures_dir: Path) -> list[Path]:
+    root = fixtures_dir / "state-root-sample"
     return sorted(root.rglob("*.json"))
 
 
@@ -226,9 +226,9 @@ def record_class(rel: str, raw: dict):
     return {"claims": Claim, "heartbeats": Heartbeat, "batches": Batch}[family]
 
 
-def test_every_sample_record_loads_rewrites_and_compares_equal(shared_dir):
-    root = shared_dir / "spec" / "state-root-sample"
-    files = sample_files(shared_dir)
+def test_every_sample_record_loads_rewrites_and_compares_equal(fixtures_dir):
+    root = fixtures_dir / "state-root-sample"
+    files = sample_files(fixtures_dir)
     assert len(files) == 12
     for file in files:
         rel = file.relative_to(root).as_posix()
@@ -236,9 +236,9 @@ def test_every_sample_record_loads_rewrites_and_compares_equal(shared_dir):
         assert round_trip(record_class(rel, raw), raw) == raw, rel
 
 
-def test_sample_records_are_byte_identical_to_our_encoding(shared_dir):
+def test_sample_records_are_byte_identical_to_our_encoding(fixtures_dir):
     """Same pretty JSON as the existing tool: 2-space indent, `": "`, trailing newline."""
-    for file in sample_files(shared_dir):
+    for file in sample_files(fixtures_dir):
         data = file.read_bytes()
         assert encode_record(json.loads(data)) == data, file.name
 
@@ -247,25 +247,25 @@ def test_sample_records_are_byte_identical_to_our_encoding(shared_dir):
 
 
 @pytest.fixture
-def lane_closed_validator(shared_dir):
+def lane_closed_validator(fixtures_dir):
     jsonschema = pytest.importorskip("jsonschema")
-    contracts = shared_dir / "spec" / "peer-contracts" / "contracts"
+    contracts = fixtures_dir / "peer-contracts" / "contracts"
     schema = json.loads((contracts / "state-schema-v2.json").read_text())
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def test_contract_fixture_validates_loads_and_round_trips(shared_dir, lane_closed_validator):
+def test_contract_fixture_validates_loads_and_round_trips(fixtures_dir, lane_closed_validator):
     fixture = json.loads(
-        (shared_dir / "spec/peer-contracts/contracts/fixtures/v2/lane_closed.json").read_text()
+        (fixtures_dir / "peer-contracts/contracts/fixtures/v2/lane_closed.json").read_text()
     )
     lane_closed_validator.validate(fixture)
     assert round_trip(LaneClosed, fixture) == fixture
 
 
-def test_sample_lane_closed_record_passes_the_v2_contract(shared_dir, lane_closed_validator):
-    path = shared_dir / "spec/state-root-sample/events/batch-0001/lane_closed-76a23cdf1916414d.json"
+def test_sample_lane_closed_record_passes_the_v2_contract(fixtures_dir, lane_closed_validator):
+    path = fixtures_dir / "state-root-sample/events/batch-0001/lane_closed-76a23cdf1916414d.json"
     raw = json.loads(path.read_text())
     lane_closed_validator.validate(raw)
     assert round_trip(LaneClosed, raw) == raw
@@ -280,9 +280,9 @@ def test_sample_lane_closed_record_passes_the_v2_contract(shared_dir, lane_close
         {"closed_by": {"agent_id": "a"}},
     ],
 )
-def test_lane_closed_struct_refuses_what_the_contract_refuses(shared_dir, lane_closed_validator, change):
+def test_lane_closed_struct_refuses_what_the_contract_refuses(fixtures_dir, lane_closed_validator, change):
     fixture = json.loads(
-        (shared_dir / "spec/peer-contracts/contracts/fixtures/v2/lane_closed.json").read_text()
+        (fixtures_dir / "peer-contracts/contracts/fixtures/v2/lane_closed.json").read_text()
     )
     bad = dict(fixture, **change)
     assert not lane_closed_validator.is_valid(bad)

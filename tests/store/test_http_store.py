@@ -542,10 +542,10 @@ async def _send_raw(url: str, ex: Exchange, target: str, headers: list[tuple[str
         return status, payload.decode(errors="replace")
 
 
-async def test_replay_of_the_existing_workers_capture(fresh_worker, shared_dir: Path):
+async def test_replay_of_the_existing_workers_capture(fresh_worker, fixtures_dir: Path):
     """Same status codes and body keys as the existing Worker, on an empty database."""
     worker_server = fresh_worker
-    text = (shared_dir / "spec" / "worker-protocol-notes.md").read_text()
+    text = (fixtures_dir / "worker-protocol" / "worker-protocol-notes.md").read_text()
     exchanges = parse_capture(text)
     assert len(exchanges) == 77
     run = f"p{int(time.time())}{uniq()[:4]}"
@@ -575,12 +575,12 @@ async def test_replay_of_the_existing_workers_capture(fresh_worker, shared_dir: 
     assert not mismatches, "\n".join(mismatches)
 
 
-def test_capture_error_bodies_are_accepted_by_the_client_decoder(shared_dir: Path):
+def test_capture_error_bodies_are_accepted_by_the_client_decoder(fixtures_dir: Path):
     """Every response shape in the capture decodes into what HttpStore expects."""
     from agentcoordd.store import http as h
     import msgspec
 
-    for ex in parse_capture((shared_dir / "spec" / "worker-protocol-notes.md").read_text()):
+    for ex in parse_capture((fixtures_dir / "worker-protocol" / "worker-protocol-notes.md").read_text()):
         raw_body = json.dumps(ex.response).encode()
         if ex.status >= 400:
             assert msgspec.json.decode(raw_body, type=h._WireError).error != "unknown"
