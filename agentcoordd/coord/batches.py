@@ -37,9 +37,13 @@ from agentcoordd.model.dependencies import (  # noqa: F401 - lane helpers every 
     cycle_message,
     dependency_edges,
     find_cycle,
+    invalid_dependency_message,
+    invalid_dependency_refs,
     lane_dependencies,
     lane_name_of,
     split_dependency,
+    unknown_lane_message,
+    unknown_own_lanes,
 )
 from agentcoordd.model.errors import UsageError
 from agentcoordd.model.records import SCHEMA_VERSION
@@ -184,24 +188,18 @@ def validate_manifest(data: object) -> None:
         raise UsageError("batch manifest lanes must not be empty")
     names: dict[str, int] = {}
     for position, lane in enumerate(lanes, start=1):
-        name = _validate_lane(lane, position)
+        name = _validate_lane(lane, position, batch)
         if name in names:
             raise UsageError(f"batch lane {name} is duplicated (lanes {names[name]} and {position})")
         names[name] = position
-    for lane in lanes:
-        for ref in lane_dependencies(lane):
-            parts = split_dependency(ref)
-            assert parts is not None  # checked per lane above
-            if parts[0] == batch and parts[1] not in names:
-                raise UsageError(
-                    f"batch lane {lane_name_of(lane)} depends on unknown lane {_shown(ref)}"
-                )
+    for name, ref in unknown_own_lanes(batch, lanes)[:1]:
+        raise UsageError(unknown_lane_message(name, _shown(ref)))
     cycle = find_cycle(dependency_edges(batch, lanes))
     if cycle is not None:
         raise UsageError(cycle_message(cycle))
 
 
-def _validate_lane(lane: object, position: int) -> str:
+def _validate_lane(lane: object, position: int, batch_id: str | None = None) -> str:
     if not isinstance(lane, dict):
         raise UsageError(f"batch lane {position} must be a JSON object")
     raw_name = lane.get("name") if "name" in lane else lane.get("id")
@@ -239,13 +237,9 @@ def _validate_lane(lane: object, position: int) -> str:
             ids.target(str(item))
         except UsageError:
             raise UsageError(f"invalid lane target: {shown} (batch lane {name})") from None
-    deps = lane.get("depends_on")
-    if deps is not None:
-        refs = deps if isinstance(deps, list) else [deps]
-        for ref in refs:
-            if split_dependency(ref) is None:
-                shown = ref if isinstance(ref, str) else str(ref)
-                raise UsageError(f"batch lane {name} has invalid dependency ref: {_shown(shown)}")
+    for ref in invalid_dependency_refs(lane):
+        shown = _shown(ref if isinstance(ref, str) else str(ref))
+        raise UsageError(invalid_dependency_message(name, shown, batch_id))
     return name
 
 

@@ -15,6 +15,9 @@ from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
 
 Node = tuple[str, str]  # (batch id, lane name)
+# What a dependency ref is (agent-coord's rule): the depended-on lane's batch id and
+# name, even for a lane of the same batch.
+DEPENDENCY_REF_FORM = "<batch-id>:<lane>"
 
 
 def lane_name_of(lane: object) -> str | None:
@@ -53,6 +56,35 @@ def split_dependency(ref: object) -> tuple[str, str] | None:
     except UsageError:
         return None
     return batch, lane
+
+
+def invalid_dependency_refs(lane: object) -> list[object]:
+    """The refs of a lane's `depends_on` (one ref or a list) that split_dependency
+    refuses: register-batch and `validate --family batch` apply this one rule."""
+    if not isinstance(lane, dict) or lane.get("depends_on") is None:
+        return []
+    deps = lane["depends_on"]
+    return [ref for ref in (deps if isinstance(deps, list) else [deps]) if split_dependency(ref) is None]
+
+
+def invalid_dependency_message(lane: str, shown_ref: str, batch_id: str | None = None) -> str:
+    """agent-coord's words, then the form it expects (with this batch's id as the example)."""
+    example = f", e.g. {batch_id}:{shown_ref}" if batch_id and ":" not in shown_ref and shown_ref else ""
+    return (f"batch lane {lane} has invalid dependency ref: {shown_ref} "
+            f"(expected {DEPENDENCY_REF_FORM}{example})")
+
+
+def unknown_own_lanes(batch_id: str, lanes: object) -> list[tuple[str, str]]:
+    """(lane, ref) for each valid ref to a lane of this same batch that it does not have."""
+    lanes = lanes if isinstance(lanes, list) else []
+    names = {name for lane in lanes if (name := lane_name_of(lane)) is not None}
+    return [(lane_name_of(lane) or "", ref) for lane in lanes for ref in lane_dependencies(lane)
+            if (parts := split_dependency(ref)) is not None and parts[0] == batch_id
+            and parts[1] not in names]
+
+
+def unknown_lane_message(lane: str, shown_ref: str) -> str:
+    return f"batch lane {lane} depends on unknown lane {shown_ref}"
 
 
 def dependency_edges(batch_id: str, lanes: object) -> dict[Node, list[Node]]:

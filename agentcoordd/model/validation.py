@@ -23,7 +23,16 @@ from typing import Any
 import msgspec
 
 from agentcoordd.model import ids, records
-from agentcoordd.model.dependencies import cycle_message, dependency_edges, find_cycle
+from agentcoordd.model.dependencies import (
+    cycle_message,
+    dependency_edges,
+    find_cycle,
+    invalid_dependency_message,
+    invalid_dependency_refs,
+    lane_name_of,
+    unknown_lane_message,
+    unknown_own_lanes,
+)
 from agentcoordd.model.errors import UsageError
 from agentcoordd.model.foundation import (
     batch_blocker,
@@ -130,6 +139,14 @@ def _batch(record: records.Batch, data: dict[str, Any]) -> list[Violation]:
                 Violation(f"{path}.name", f"duplicate lane name {parsed.name!r} (first at $.lanes[{seen[parsed.name]}])")
             )
         seen.setdefault(parsed.name, i)
+    raw_lanes = data.get("lanes") if isinstance(data.get("lanes"), list) else []
+    for i, lane in enumerate(raw_lanes):  # register-batch's rule (model/dependencies.py)
+        for ref in invalid_dependency_refs(lane):
+            shown = ref if isinstance(ref, str) else msgspec.json.encode(ref).decode()
+            found.append(Violation(f"$.lanes[{i}].depends_on", invalid_dependency_message(
+                lane_name_of(lane) or str(i + 1), shown, record.batch_id)))
+    for name, ref in unknown_own_lanes(record.batch_id, raw_lanes):
+        found.append(Violation("$.lanes", unknown_lane_message(name, ref)))
     cycle = find_cycle(dependency_edges(record.batch_id, data.get("lanes")))
     if cycle is not None:
         found.append(Violation("$.lanes", cycle_message(cycle)))
