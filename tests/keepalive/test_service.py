@@ -84,9 +84,10 @@ def _rendered(kind: str, home: Path, env_file: Path, python: str) -> dict[Path, 
             .replace("@LOG@", str(log)) for dest, src in names.items()}
 
 
-def _service(tmp_path: Path, *args: str, path_dir: Path | None = None) -> subprocess.CompletedProcess:
+def _service(tmp_path: Path, *args: str, path_dir: Path | None = None,
+             **extra: str) -> subprocess.CompletedProcess:
     env = {"HOME": str(tmp_path), "PATH": f"{path_dir}:{os.environ['PATH']}" if path_dir
-           else os.environ["PATH"], "RECORD": str(tmp_path / "calls")}
+           else os.environ["PATH"], "RECORD": str(tmp_path / "calls"), **extra}
     return subprocess.run([PYTHON, "-m", "agentcoordctl.cli", "service", *args], env=env,
                           capture_output=True, timeout=30)
 
@@ -115,14 +116,30 @@ def test_service_install_dry_run_prints_the_rendered_files_and_commands(tmp_path
     assert not (tmp_path / "Library").exists()
 
 
-def _stand_ins(tmp_path: Path) -> Path:
+# A user manager that answers: is-system-running says "running", is-active/is-enabled
+# answer for the socket; everything else succeeds. `fail` makes that subcommand exit 1.
+STAND_IN = """#!/bin/sh
+echo "{name} $*" >> "$RECORD"
+case "$2" in
+  is-system-running) echo running ;;
+  is-active) echo active ;;
+  is-enabled) echo enabled ;;
+  {fail}) echo "Failed to {fail} unit: Unit file agentcoordd.socket does not exist." >&2; exit 1 ;;
+esac
+"""
+
+
+def _stand_ins(tmp_path: Path, fail: str = "never") -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name in ("systemctl", "launchctl"):
         script = bin_dir / name
-        script.write_text(f'#!/bin/sh\necho "{name} $*" >> "$RECORD"\n')
+        script.write_text(STAND_IN.format(name=name, fail=fail))
         script.chmod(0o755)
     return bin_dir
+
+
+MANAGER_CHECK = "systemctl --user is-system-running"
 
 
 def test_service_install_and_uninstall_run_systemctl_with_stand_ins(tmp_path: Path) -> None:
@@ -142,9 +159,12 @@ def test_service_install_and_uninstall_run_systemctl_with_stand_ins(tmp_path: Pa
     assert removed.returncode == 0
     assert not (tmp_path / ".config/systemd/user/agentcoordd.service").exists()
     assert (tmp_path / "calls").read_text().splitlines() == [
+        MANAGER_CHECK,
         "systemctl --user daemon-reload",
         "systemctl --user enable --now agentcoordd.socket",
+        MANAGER_CHECK,
         "systemctl --user status --no-pager agentcoordd.socket agentcoordd.service",
+        MANAGER_CHECK,
         "systemctl --user disable --now agentcoordd.socket agentcoordd.service",
         "systemctl --user daemon-reload",
     ]
@@ -160,14 +180,97 @@ def test_service_install_bootstraps_the_launchd_agent_with_a_stand_in(tmp_path: 
         f"launchctl bootstrap gui/{os.getuid()} {plist}"]
 
 
-def test_a_failing_enable_step_exits_2(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "systemctl").write_text("#!/bin/sh\nexit 1\n")
-    (bin_dir / "systemctl").chmod(0o755)
+def test_a_failing_enable_step_exits_2_and_removes_the_units_it_wrote(tmp_path: Path) -> None:
+    bin_dir = _stand_ins(tmp_path, fail="enable")
     result = _service(tmp_path, "install", "--kind", "systemd", path_dir=bin_dir)
     assert result.returncode == 2
-    assert b"error: `systemctl --user daemon-reload` exited 1" in result.stdout
+    assert result.stderr.decode().splitlines() == [
+        "error: `systemctl --user enable --now agentcoordd.socket` exited 1: "
+        "Failed to enable unit: Unit file agentcoordd.socket does not exist."]
+    assert b"remove " in result.stdout and b"(install failed)" in result.stdout
+    assert list((tmp_path / ".config" / "systemd" / "user").iterdir()) == []
+
+
+NO_BUS = "#!/bin/sh\necho \"$*\" >> \"$RECORD\"\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n"
+
+
+def _no_user_manager(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(NO_BUS)
+    (bin_dir / "systemctl").chmod(0o755)
+    return bin_dir
+
+
+def test_install_without_a_user_manager_says_what_to_do_in_one_line_and_writes_nothing(
+        tmp_path: Path) -> None:
+    bin_dir = _no_user_manager(tmp_path)
+    result = _service(tmp_path, "install", "--kind", "systemd", path_dir=bin_dir,
+                      XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    assert result.returncode == 2
+    (line,) = result.stderr.decode().splitlines()
+    assert line.startswith(f"error: no systemd user manager for this user (no {tmp_path}/run/bus)")
+    assert "loginctl enable-linger" in line
+    assert not (tmp_path / ".config" / "systemd").exists()
+    assert (tmp_path / "calls").read_text().splitlines() == ["--user is-system-running"]
+
+
+def test_uninstall_exits_2_when_a_systemctl_step_fails(tmp_path: Path) -> None:
+    bin_dir = _stand_ins(tmp_path, fail="disable")
+    assert _service(tmp_path, "install", "--kind", "systemd", path_dir=bin_dir).returncode == 0
+    removed = _service(tmp_path, "uninstall", "--kind", "systemd", path_dir=bin_dir)
+    assert removed.returncode == 2
+    assert b"error: `systemctl --user disable --now agentcoordd.socket agentcoordd.service` exited 1" \
+        in removed.stderr
+    assert not (tmp_path / ".config/systemd/user/agentcoordd.socket").exists()
+    again = _service(tmp_path, "uninstall", "--kind", "systemd", path_dir=bin_dir)
+    assert again.returncode == 0 and again.stdout.startswith(b"not installed: no ")
+
+
+def test_uninstall_without_a_user_manager_removes_the_units_and_exits_2(tmp_path: Path) -> None:
+    units = tmp_path / ".config/systemd/user"
+    units.mkdir(parents=True)
+    (units / "agentcoordd.socket").write_text("[Socket]\n")
+    removed = _service(tmp_path, "uninstall", "--kind", "systemd", path_dir=_no_user_manager(tmp_path))
+    assert removed.returncode == 2
+    assert removed.stderr.decode().startswith("error: unit files removed but not disabled: no systemd user manager")
+    assert not (units / "agentcoordd.socket").exists()
+
+
+def test_status_json_reports_units_and_exits_0_when_running(tmp_path: Path) -> None:
+    import json
+
+    bin_dir = _stand_ins(tmp_path)
+    assert _service(tmp_path, "install", "--kind", "systemd", path_dir=bin_dir).returncode == 0
+    status = _service(tmp_path, "status", "--json", "--kind", "systemd", path_dir=bin_dir)
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert (report["kind"], report["user_manager"], report["running"]) == ("systemd", True, True)
+    assert [(u["unit"], u["installed"], u["active"], u["enabled"]) for u in report["units"]] == [
+        ("agentcoordd.socket", True, "active", "enabled"), ("agentcoordd.service", True, "active", "enabled")]
+
+
+def test_status_json_without_a_user_manager_exits_2_with_the_reason(tmp_path: Path) -> None:
+    import json
+
+    status = _service(tmp_path, "status", "--json", "--kind", "systemd", path_dir=_no_user_manager(tmp_path))
+    assert status.returncode == 2
+    report = json.loads(status.stdout)
+    assert report["user_manager"] is False and report["running"] is False
+    assert report["error"].startswith("no systemd user manager")
+    assert [u["installed"] for u in report["units"]] == [False, False]
+
+
+def test_units_go_under_xdg_config_home_when_it_is_set(tmp_path: Path) -> None:
+    bin_dir = _stand_ins(tmp_path)
+    config = tmp_path / "xdg"
+    result = _service(tmp_path, "install", "--kind", "systemd", path_dir=bin_dir, XDG_CONFIG_HOME=str(config))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (config / "systemd" / "user").iterdir()) == sorted(
+        ["agentcoordd.socket", "agentcoordd.service"])
+    assert not (tmp_path / ".config").exists()
+    assert f"--env-file {config}/agent-coord/env".encode() in result.stdout or \
+        f"{config}/agent-coord/env".encode() in result.stdout
 
 
 def test_bootstrap_links_both_commands_and_is_idempotent(tmp_path: Path) -> None:
