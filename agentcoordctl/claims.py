@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from agentcoordctl.compat import AGENT_COORD
@@ -12,6 +13,10 @@ from agentcoordctl.options import (
 )
 from agentcoordctl.spec import Opt
 from agentcoordd import protocol as p
+
+
+# The daemon's default (agentcoordd.coord.claims.DEFAULT_CLAIM_TTL; a test keeps them equal).
+CLAIM_TTL = dataclasses.replace(TTL, help="Lease length (default 14400 = 4 h).")
 
 
 def claim(*, agent_id: str, repo: str, target: str, batch_id: str | None, branch: str | None,
@@ -47,7 +52,7 @@ COMMANDS = (
     spec.Command(
         ("claim",), "Acquire or renew the lease on ISSUE_OR_PR (exit 3 while another holder is "
         "live or stale).",
-        (AGENT_ID, REPO, TARGET, BATCH_ID, BRANCH, TTL, METADATA, BACKEND, JSON, KEEP_ALIVE),
+        (AGENT_ID, REPO, TARGET, BATCH_ID, BRANCH, CLAIM_TTL, METADATA, BACKEND, JSON, KEEP_ALIVE),
         claim, **AGENT_COORD),
     spec.Command(
         ("release",), "Release your claim on ISSUE_OR_PR: plain, structured handoff, or terminal "

@@ -48,6 +48,8 @@ COMMANDS = {
     "validate": "agentcoordctl.validate",
 }
 HELP_WORDS = ("-h", "--help", "help")
+# `agentcoordctl --version` is `agentcoordctl version` (what it prints, its exit code).
+VERSION = spec.Opt("--version", "version", "flag", help="Print what `agentcoordctl version` prints.")
 GROUPS = ("batch", "token")  # commands that are only a name for their subcommands
 
 
@@ -101,6 +103,8 @@ def dispatch(args: list[str]) -> int:
         return usage_error(problem, None, args)
     if not words or words[0] in HELP_WORDS:
         return show_help([])
+    if words[0] == VERSION.name:
+        words = ["version", *words[1:]]
     found = find(words)
     if found is None:
         if words[0] in GROUPS and (len(words) == 1 or words[1] in HELP_WORDS[:2]):
@@ -131,7 +135,8 @@ def show_help(path: list[str]) -> int:
 
     from agentcoordctl import typer_app
 
-    app = typer_app.build(declarations(path[0] if path else None), TIMEOUT, lambda _value: None)
+    app = typer_app.build(declarations(path[0] if path else None), TIMEOUT, lambda _value: None,
+                          (VERSION,))
     try:
         typer.main.get_command(app).main([*path, "--help"], prog_name="agentcoordctl",
                                          standalone_mode=False)

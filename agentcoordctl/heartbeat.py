@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from agentcoordctl.compat import AGENT_COORD
@@ -12,6 +13,15 @@ from agentcoordctl.options import (
 )
 from agentcoordctl.spec import Opt
 from agentcoordd import protocol as p
+from agentcoordd.model.status import DEFAULT_HEARTBEAT_STATUS, TERMINAL_STATUSES, WORKING_STATUSES
+
+# The daemon's default (agentcoordd.coord.heartbeats.DEFAULT_HEARTBEAT_TTL; a test keeps them equal).
+HEARTBEAT_TTL = dataclasses.replace(TTL, help="Heartbeat lifetime (default 900 = 15 min; "
+                                    "dead after 4 x ttl).")
+STATUS = Opt("--status", "status", metavar="STATUS", help=(
+    f"Heartbeat status (default {DEFAULT_HEARTBEAT_STATUS}). Working: "
+    f"{', '.join(WORKING_STATUSES)}. Terminal (the lane is finished; ends keep-alive): "
+    f"{', '.join(TERMINAL_STATUSES)}. Other values are kept, with a warning."))
 
 
 def heartbeat(*, agent_id: str, repo: str | None, target: str | None, batch_id: str | None,
@@ -25,6 +35,5 @@ def heartbeat(*, agent_id: str, repo: str | None, target: str | None, batch_id: 
 COMMANDS = (spec.Command(
     ("heartbeat",), "Write heartbeats/<agent-id>.json: you are alive, and what you are doing.",
     (AGENT_ID, OPT_REPO, OPT_TARGET, BATCH_ID, BRANCH,
-     Opt("--status", "status", metavar="STATUS", help="Heartbeat status (default in_progress)."),
-     TTL, METADATA, BACKEND, JSON, KEEP_ALIVE_HEARTBEAT),
+     STATUS, HEARTBEAT_TTL, METADATA, BACKEND, JSON, KEEP_ALIVE_HEARTBEAT),
     heartbeat, **AGENT_COORD),)

@@ -65,11 +65,11 @@ BACKEND = Group("selection", (
 ), lambda v: p.Selection(**v))
 
 _METADATA_HELP = {
-    "thread_handle": ("Chat thread handle.", None), "chat_handle": ("Chat handle.", None),
-    "host": ("Host app or machine.", None), "pr_url": ("Pull request URL.", "URL"),
-    "dashboard_url": ("Dashboard deep link.", "URL"), "operator": ("Operator.", None),
-    "phase": ("Work phase.", None), "generation": ("Lane generation.", None),
-    "instance_id": ("Agent instance id.", None),
+    "thread_handle": ("Chat thread handle.", "HANDLE"), "chat_handle": ("Chat handle.", "HANDLE"),
+    "host": ("Host app or machine.", "HOST"), "pr_url": ("Pull request URL.", "URL"),
+    "dashboard_url": ("Dashboard deep link.", "URL"), "operator": ("Operator.", "NAME"),
+    "phase": ("Work phase.", "PHASE"), "generation": ("Lane generation.", "N"),
+    "instance_id": ("Agent instance id.", "ID"),
     "synthetic": ("Mark as synthetic (simulation, smoke).", None),
     "synthetic_kind": ("simulation, smoke, …", "KIND"),
 }

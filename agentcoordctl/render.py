@@ -134,11 +134,36 @@ def status(payload: dict[str, Any]) -> str:
         f"{_dash(e.get('agent_id'))}" + (f" {e['message']}" if e.get("message") else "")
         for e in payload.get("events") or []
     ])
-    degraded = payload.get("degraded") or []
+    scope, degraded = _scope_notes(payload)
+    if scope:
+        lines.append(scope)
     if degraded and any(payload.get(k) for k in ("claims", "heartbeats", "batches", "events")):
         lines.append("degraded")
         lines.extend(f"- {note}" for note in degraded)
     return "\n".join(lines)
+
+
+def _scope_notes(payload: dict[str, Any]) -> tuple[str, list[str]]:
+    """(the `scope:` line, the degraded notes without the scope's own). A section a
+    scope does not read is the scope, not a fault: JSON keeps it in `degraded`
+    (agent-coord's fields), text names it on one `scope` line."""
+    scope = payload.get("scope") if isinstance(payload.get("scope"), dict) else {}
+    kind = scope.get("kind")
+    if kind == "target":
+        label = f"target {_label(scope)}"
+    elif kind == "batch":
+        label = f"batch {scope.get('batch_id')}"
+    else:
+        return "", list(payload.get("degraded") or [])
+    own = f"not checked in {kind} scope"
+    unchecked = [section for section, text in (payload.get("section_notes") or {}).items()
+                 if own in str(text).split("; ")]
+    degraded = []
+    for note in payload.get("degraded") or []:
+        rest = "; ".join(part for part in str(note).split("; ") if part != own)
+        if rest and rest not in degraded:
+            degraded.append(rest)
+    return (f"scope: {label} ({', '.join(unchecked)} not checked)" if unchecked else ""), degraded
 
 
 VERSION_KEYS = ("schema_version", "lane_closed_schema_version", "archive_schema_version",

@@ -25,6 +25,8 @@ def _option(opt: spec.Opt) -> tuple[Any, Any]:
     info: dict[str, Any] = {"help": opt.help}
     if opt.metavar:
         info["metavar"] = opt.metavar
+    elif opt.kind != "flag":  # never click's `<str>`: a word a reader recognizes
+        info["metavar"] = "N" if opt.kind == "int" else "TEXT"
     if opt.panel:
         info["rich_help_panel"] = opt.panel
     if opt.kind == "flag":
@@ -76,34 +78,45 @@ def callback(command: spec.Command) -> Any:
     return run
 
 
+def short_help(text: str) -> str:
+    """The command list shows a command's whole first sentence (click would cut it at
+    45 characters, mid-word)."""
+    first = text.strip().split("\n\n", 1)[0]
+    return " ".join(first.split())
+
+
 def build(commands: Iterable[spec.Command], timeout_option: spec.Opt,
-          on_timeout: Any) -> typer.Typer:
+          on_timeout: Any, app_options: Iterable[spec.Opt] = ()) -> typer.Typer:
     app = typer.Typer(name="agentcoordctl", add_completion=False, no_args_is_help=True,
                       pretty_exceptions_enable=False, rich_markup_mode=None,
-                      context_settings={"help_option_names": ["-h", "--help"]})
-    annotation, default = _option(timeout_option)
+                      context_settings={"help_option_names": ["-h", "--help"],
+                                        "max_content_width": 100})
+    options = (timeout_option, *app_options)
+    declared = [(opt, *_option(opt)) for opt in options]
 
     def main_callback(**values: Any) -> None:
         on_timeout(values[timeout_option.dest])
 
     main_callback.__doc__ = APP_HELP
     main_callback.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter(timeout_option.dest, inspect.Parameter.KEYWORD_ONLY, default=default,
-                           annotation=annotation)])
-    main_callback.__annotations__ = {timeout_option.dest: annotation}
+        [inspect.Parameter(opt.dest, inspect.Parameter.KEYWORD_ONLY, default=default,
+                           annotation=annotation) for opt, annotation, default in declared])
+    main_callback.__annotations__ = {opt.dest: annotation for opt, annotation, _ in declared}
     app.callback()(main_callback)
     groups: dict[str, typer.Typer] = {}
     for command in commands:
         settings = {} if command.interspersed else {"allow_interspersed_args": False}
         if len(command.path) == 1:
-            app.command(command.path[0], context_settings=settings, epilog=command.epilog or None)(
-                callback(command))
+            app.command(command.path[0], context_settings=settings, epilog=command.epilog or None,
+                        short_help=short_help(command.help))(callback(command))
             continue
         group = groups.get(command.path[0])
         if group is None:
             group = groups[command.path[0]] = typer.Typer(
                 name=command.path[0], no_args_is_help=True, rich_markup_mode=None,
-                add_completion=False, help=GROUP_HELP.get(command.path[0], ""))
+                add_completion=False, help=GROUP_HELP.get(command.path[0], ""),
+                short_help=short_help(GROUP_HELP.get(command.path[0], "")))
             app.add_typer(group, name=command.path[0])
-        group.command(command.path[1], context_settings=settings)(callback(command))
+        group.command(command.path[1], context_settings=settings,
+                      short_help=short_help(command.help))(callback(command))
     return app

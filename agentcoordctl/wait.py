@@ -81,6 +81,8 @@ def wait(*, until_unblocked: bool, until_free: bool, until_complete: bool,
             if response.exit_code != 0 or not isinstance(response.payload, dict):
                 met, why = False, response.error or "status is UNKNOWN (backend trouble)"
             else:
+                if mode == "until-complete" and _batch(response.payload) is None:
+                    unknown_batch(str(batch_id), json=json)
                 met, why = CHECKS[mode](response.payload, batch_id=batch_id, lane=lane)
         waited = round(time.monotonic() - started, 3)
         if met:
@@ -100,6 +102,15 @@ def wait(*, until_unblocked: bool, until_free: bool, until_complete: bool,
             eprint(f"wait: timed out after {timeout:g}s ({why})")
             raise Exit(p.EXIT_OPERATIONAL)
         time.sleep(interval)
+
+
+def unknown_batch(batch_id: str, *, json: bool) -> None:
+    """A batch nobody registered never completes: end the wait at once (exit 2)."""
+    why = f"batch {batch_id} is not registered (check --batch-id)"
+    if json:
+        print(dump_json({"condition": "until-complete", "met": False, "waited_seconds": 0,
+                         "detail": why}))
+    raise fail(f"wait: {why}; nothing to wait for", p.EXIT_OPERATIONAL)
 
 
 def send_with_ctl(request: p._Wait, timeout: float) -> p.Response:

@@ -181,17 +181,18 @@ def run(*, selection: p.Selection, interval: float, batch_id: str | None, repo: 
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             if payload is not None:
                 payload = filtered(payload, batch_id=batch_id, repo=repo, target=target)
+            for note in notes:  # notices and warnings go to stderr (once), never into stdout
+                if note not in seen_notes:
+                    seen_notes.add(note)
+                    print(note, file=sys.stderr, flush=True)
             if as_json:
-                for note in notes:
-                    if note not in seen_notes:
-                        seen_notes.add(note)
-                        print(note, file=sys.stderr, flush=True)
                 if payload is not None:
                     out.write(jsonlib.dumps({"at": stamp, **payload}, ensure_ascii=False) + "\n")
             else:
                 lines = [painter.paint(f"agentcoord status {stamp}", "1")
                          + f"  (every {interval:g}s; Ctrl-C to quit)"]
-                lines.extend(painter.paint(n, "33") for n in notes)
+                if tty:  # the redrawn screen would wipe them from stderr: keep them in view
+                    lines.extend(painter.paint(n, "33") for n in notes)
                 lines.extend(render(printable(payload), painter) if payload is not None else [])
                 if tty:
                     rows = shutil.get_terminal_size().lines

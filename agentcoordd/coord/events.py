@@ -187,7 +187,19 @@ async def record_event(
         reason = exc.message if isinstance(exc, CoordError) else str(exc)
         ctx.warn(f"event queued for retry in the outbox: {reason}")
         return {"action": "queued", "path": path, "event": record}
+    await _warn_if_unregistered(ctx, batch_id)
     return {"action": "recorded", **written}
+
+
+async def _warn_if_unregistered(ctx: Ctx, batch_id: str) -> None:
+    """An explicit event for a batch nobody registered is kept (agent-coord keeps it),
+    with a warning: a mistyped --batch-id otherwise records into nowhere silently."""
+    try:
+        registered = await ctx.store.get(ids.batch_path(batch_id)) is not None
+    except (CoordError, OSError):
+        return  # unreadable or out of the token's scope: not known to be missing
+    if not registered:
+        ctx.warn(f"batch {batch_id} is not registered; event recorded anyway")
 
 
 def lifecycle_fields(record: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:

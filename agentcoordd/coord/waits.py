@@ -19,7 +19,9 @@ from typing import Any
 
 import anyio
 
-from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, split_dependency
+from agentcoordd.coord.batches import (
+    lane_dependencies, lane_name_of, lane_owner_of, lane_targets_of, split_dependency,
+)
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
@@ -128,6 +130,28 @@ async def unblocked_state(ctx: Ctx, batch_id: str, lane: str) -> tuple[bool, dic
     if blocked:
         return False, {**state, "detail": f"lane {lane} of {batch_id} blocked on {', '.join(blocked)}"}
     return True, {**state, "detail": f"lane {lane} of {batch_id} is unblocked"}
+
+
+async def blocked_lanes_of_target(ctx: Ctx, batch_id: str, repo: str, target: str,
+                                  agent_id: str) -> list[tuple[str, list[str]]]:
+    """(lane, the refs it is blocked on) for each lane of `batch_id` that works on
+    repo#target and is blocked: the lane a claim takes, by its target (the claimant's
+    own lane first when several share it)."""
+    manifest = await _manifest(ctx, batch_id)
+    if isinstance(manifest, str) or manifest.get("repo") not in (None, repo):
+        return []
+    lanes = manifest.get("lanes")
+    matching = [lane for lane in (lanes if isinstance(lanes, list) else [])
+                if isinstance(lane, dict) and target in lane_targets_of(lane)
+                and lane_name_of(lane) is not None]
+    owned = [lane for lane in matching if lane_owner_of(lane) == agent_id]
+    out = []
+    for lane in owned or matching:
+        name = str(lane_name_of(lane))
+        met, state = await unblocked_state(ctx, batch_id, name)
+        if not met and state.get("blocked_on"):
+            out.append((name, list(state["blocked_on"])))
+    return out
 
 
 async def wait_until_unblocked(ctx: Ctx, batch_id: str, lane: str, *, poll_seconds: float = 1.0,

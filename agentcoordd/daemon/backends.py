@@ -37,6 +37,7 @@ files get it without the execute bits): an operator's way to share a root.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -48,7 +49,7 @@ from typing import Any, Literal
 from agentcoordd.daemon import envfiles
 from agentcoordd.model.errors import OperationalError, UsageError
 from agentcoordd.protocol import Selection, state_home
-from agentcoordd.store.files import parse_mode
+from agentcoordd.store.files import PRIVATE_DIR_MODE, fsync_dir, parse_mode
 
 Kind = Literal["local", "http", "etcd"]
 LOCAL_OPT_IN = frozenset({"1", "true", "yes"})
@@ -56,6 +57,9 @@ RUBY_STRIP = " \t\n\v\f\r\0"  # what Ruby's String#strip removes (ASCII only)
 STATUS_STATE_ROOT_VAR = "AGENT_COORD_STATUS_STATE_ROOT"
 LEGACY_REFUSAL = "legacy GitHub backend not supported; use --api-url or --etcd-endpoints"
 LOCAL_NOTICE = "notice: local mode — single-machine only; state root: {root}"
+# A write naming a local root that does not exist creates it (agent-coord does); said
+# once, so a mistyped --state-root is not a silent claim into a new empty root.
+NEW_ROOT_NOTICE = "notice: created new state root {root}"
 # agent-coord's words (printed after "warning: ").
 BOTH_SET_WARNING = (
     "AGENT_COORD_API_URL and AGENT_COORD_STATE_ROOT are both set; using the HTTP backend. "
@@ -273,7 +277,25 @@ def resolve(selection: Selection, env: Mapping[str, str], cwd: str = "",
         if path is not None:
             warning = READ_SPLIT_BRAIN_WARNING.format(path=path)
             resolved = dataclasses.replace(resolved, warnings=(*resolved.warnings, warning))
+    if write and resolved.kind == "local" and not resolved.implicit:
+        resolved = _created_root(resolved)
     return resolved
+
+
+def _created_root(resolved: Resolved) -> Resolved:
+    """Create a named local root that does not exist yet, with NEW_ROOT_NOTICE. One the
+    daemon cannot create is left to the store's first write, which says why."""
+    if os.path.lexists(resolved.location):
+        return resolved
+    mode = int(dict(resolved.options).get("mode", f"{PRIVATE_DIR_MODE:o}"), 8)
+    try:
+        os.makedirs(resolved.location, mode=mode)
+    except OSError:  # raced another writer (it exists now), or not creatable
+        return resolved
+    with contextlib.suppress(OSError):
+        fsync_dir(os.path.dirname(resolved.location))
+    return dataclasses.replace(
+        resolved, notices=(*resolved.notices, NEW_ROOT_NOTICE.format(root=resolved.location)))
 
 
 def _resolve(selection: Selection, env: Mapping[str, str], cwd: str,

@@ -470,19 +470,22 @@ class LaneKeeper:
         self._mark_dirty()
 
     async def claim_fence(self, ctx: Ctx, agent_id: str, repo: str | None,
-                          target: str | None) -> Fence | None:
-        """The identity of the agent's active claim on repo/target, if it holds one."""
+                          target: str | None) -> Fence | str | None:
+        """The identity of the agent's active claim on repo/target, if it holds one;
+        the holder's id when another agent holds it (no lane may renew that)."""
         if not (repo and target):
             return None
         try:
             current = await ctx.store.get(ids.claim_path(repo, target))
         except Exception:  # noqa: BLE001 - unreadable: the lane renews unfenced
             return None
-        if (current is not None and isinstance(current.data, dict)
-                and current.data.get("agent_id") == agent_id
-                and current.data.get("status") == "active"):
+        if (current is None or not isinstance(current.data, dict)
+                or current.data.get("status") != "active"):
+            return None
+        holder = current.data.get("agent_id")
+        if holder == agent_id:
             return Fence.of(current.data)
-        return None
+        return holder if isinstance(holder, str) and holder else None
 
     def register(self, request: p.Claim | p.Heartbeat, resolved: backends.Resolved, *,
                  ttl: int, repo: str | None, target: str | None, batch_id: str | None,

@@ -30,7 +30,13 @@ async def handle(req: p.Heartbeat, svc: Services, call: Call) -> p.Response:
         elif req.keep_alive is not None:
             repo, target = beat.get("repo"), beat.get("target")
             fence = await svc.keeper.claim_fence(ctx, req.agent_id, repo, target)
-            payload["keep_alive"] = svc.keeper.register(
-                req, resolved, ttl=ttl, repo=repo, target=target, batch_id=beat.get("batch_id"),
-                fence=fence, warnings=call.warnings, notices=call.notices)
+            if isinstance(fence, str):  # another agent's claim: never renew a lane naming it
+                call.warnings.append(
+                    f"keep-alive not registered: {repo}#{target} is held by {fence}, not "
+                    f"{req.agent_id}; claim it first (or heartbeat without --repo/--target)")
+            else:
+                payload["keep_alive"] = svc.keeper.register(
+                    req, resolved, ttl=ttl, repo=repo, target=target,
+                    batch_id=beat.get("batch_id"), fence=fence, warnings=call.warnings,
+                    notices=call.notices)
     return call.reply(payload)
