@@ -47,8 +47,9 @@ def register_batch(*, file: str, batch_id: str | None, launch_prompt: str | None
         text=render.register_batch)
 
 
-def batch_audit(*, batch_id: str, json: bool, selection: p.Selection) -> None:
-    run(p.BatchAudit(batch_id=batch_id, selection=selection), as_json=json, text=render.batch_audit)
+def batch_audit(*, batch_id: str, include_archived: bool, json: bool, selection: p.Selection) -> None:
+    run(p.BatchAudit(batch_id=batch_id, include_archived=include_archived, selection=selection),
+        as_json=json, text=render.batch_audit)
 
 
 COMMANDS = (
@@ -66,5 +67,8 @@ COMMANDS = (
         register_batch, **AGENT_COORD),
     spec.Command(
         ("batch-audit",), "Telemetry-completeness gate: exit 0 complete, 1 incomplete, 2 unknown.",
-        (BATCH_ID_REQUIRED, JSON, BACKEND), batch_audit, **AGENT_COORD),
+        (BATCH_ID_REQUIRED,
+         Opt("--include-archived", "include_archived", "flag",
+             help="Audit a batch gc archived from archive/ (its manifest and compacted events)."),
+         JSON, BACKEND), batch_audit, **AGENT_COORD),
 )

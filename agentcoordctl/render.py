@@ -79,6 +79,8 @@ def register_batch(payload: dict[str, Any]) -> str:
 
 def batch_audit(payload: dict[str, Any]) -> str:
     lines = [f"batch-audit {payload.get('batch_id')} {payload.get('verdict')}"]
+    if payload.get("archive_path") and payload.get("lanes"):
+        lines.append(f"audited from the archive: {payload['archive_path']}")
     for lane in payload.get("lanes") or []:
         state = "complete" if lane.get("complete") else "incomplete"
         line = f"- lane {lane.get('name') or '-'} owner {_dash(lane.get('owner'))} {state}"

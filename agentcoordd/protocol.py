@@ -190,6 +190,7 @@ class Status(_Request, tag_field="op", tag="status", kw_only=True):
 
 class BatchAudit(_Request, tag_field="op", tag="batch_audit", kw_only=True):
     batch_id: str
+    include_archived: bool = False  # audit a batch gc archived from the archive
 
 
 class Gc(_Request, tag_field="op", tag="gc", kw_only=True):

@@ -130,18 +130,37 @@ def _unknown(batch_id: object, reason: str) -> dict[str, Any]:
     }
 
 
-async def batch_audit(ctx: Ctx, *, batch_id: str) -> dict[str, Any]:
+async def batch_audit(ctx: Ctx, *, batch_id: str, include_archived: bool = False) -> dict[str, Any]:
+    """agent-coord's audit of a registered batch. A batch gc archived is not "not
+    registered": it is named as archived (with its archive path), and audited from
+    the archive — the archived manifest, the hot events and the compacted ones under
+    archive/events/<batch>/ — with `include_archived` (`--include-archived`)."""
     try:
         path = ids.batch_path(batch_id)
     except UsageError as exc:  # agent-coord's words throughout
         return _unknown(batch_id, f"coordination state unreadable: {exc.message}")
+    archived: str | None = None
     try:
         current = await ctx.store.get(path)
     except StoreError as exc:
         return _unknown(batch_id, f"coordination state unreadable: {exc.message}")
     if current is None:
+        try:  # an archive we cannot read (a scoped token, say) leaves agent-coord's answer
+            archived = ids.state_path(f"{ARCHIVE_PREFIX}{path}")
+            current = await ctx.store.get(archived)
+        except (StoreError, UsageError):
+            current = None
+    if current is None:
         return _unknown(batch_id, f"batch {batch_id} is not registered")
     batch = current.data
+    if archived is not None:
+        if not include_archived:
+            return {**_unknown(batch_id, f"batch {batch_id} is archived at {archived} (gc): pass "
+                               "--include-archived to audit it from the archive"),
+                    "archive_path": archived}
+        if not (isinstance(batch, dict) and isinstance(batch.get("data"), dict)):
+            return _unknown(batch_id, f"archived batch record {archived} holds no batch")
+        batch = batch["data"]
     if not isinstance(batch, dict):
         return _unknown(batch_id, f"batch {batch_id} state is not an object")
     if batch.get("batch_id") is not None and batch.get("batch_id") != batch_id:
@@ -156,7 +175,7 @@ async def batch_audit(ctx: Ctx, *, batch_id: str) -> dict[str, Any]:
         return _unknown(batch_id, f"batch {batch_id} registers no lanes")
 
     try:
-        lanes = await _trail(ctx, batch_id, batch)
+        lanes = await _trail(ctx, batch_id, batch, include_archived=include_archived)
     except _Unknown as unknown:
         return _unknown(batch_id, unknown.reason)
     reports = []
@@ -164,7 +183,38 @@ async def batch_audit(ctx: Ctx, *, batch_id: str) -> dict[str, Any]:
         missing = ["claim.acquired", "terminal"] if lane.malformed else _evaluate(ctx, batch_id, lane)
         reports.append(lane.report(missing))
     verdict = "complete" if all(r["complete"] for r in reports) else "incomplete"
-    return {"batch_id": batch_id, "lanes": reports, "verdict": verdict, "exit_code": _EXIT[verdict]}
+    result = {"batch_id": batch_id, "lanes": reports, "verdict": verdict, "exit_code": _EXIT[verdict]}
+    if archived is not None:
+        result["archive_path"] = archived
+    return result
+
+
+ARCHIVE_PREFIX = "archive/"
+
+
+def _archived_events(entries: list[Any], hot: set[str]) -> list[tuple[str, Any]]:
+    """The events inside gc's archive records (compacted_events: `records`; an
+    archived_record: `data`), each named `<archive path>#<n>`; a source still hot
+    is not counted twice."""
+    out: list[tuple[str, Any]] = []
+    for entry in entries:
+        envelope = entry.data
+        if not isinstance(envelope, dict):
+            raise _Unknown(f"archive record {entry.path} is not a JSON object")
+        if envelope.get("record_family") == "compacted_events":
+            sources = envelope.get("source_paths") if isinstance(envelope.get("source_paths"), list) else []
+            if sources and all(source in hot for source in sources):
+                continue  # compaction not finished: the sources are still hot
+            records = envelope.get("records")
+            if not isinstance(records, list):
+                raise _Unknown(f"archive record {entry.path} has no records array")
+            out += [(f"{entry.path}#{n}", record) for n, record in enumerate(records)]
+        elif envelope.get("record_family") == "archived_record":
+            if envelope.get("source_path") not in hot:
+                out.append((entry.path, envelope.get("data")))
+        else:
+            raise _Unknown(f"archive record {entry.path} has unknown family")
+    return out
 
 
 class _Unknown(Exception):
@@ -173,24 +223,32 @@ class _Unknown(Exception):
         self.reason = reason
 
 
-async def _trail(ctx: Ctx, batch_id: str, batch: dict[str, Any]) -> list[_Lane]:
+async def _trail(ctx: Ctx, batch_id: str, batch: dict[str, Any], *,
+                 include_archived: bool = False) -> list[_Lane]:
     """The batch's lanes, each with the events attributed to it (the repo gate applied);
-    _Unknown when the event trail cannot be read whole."""
+    _Unknown when the event trail cannot be read whole. `include_archived` adds the
+    events gc compacted into archive/events/<batch>/."""
     prefix = ids.events_prefix(batch_id)
     try:
         page = await list_all(ctx.store, prefix)
+        entries = [(entry.path, entry.data) for entry in page.entries]
+        partial = page.partial
+        if include_archived:
+            archive = await list_all(ctx.store, ARCHIVE_PREFIX + prefix)
+            partial = partial or archive.partial
+            entries += _archived_events(archive.entries, {path for path, _ in entries})
     except StoreError as exc:
         raise _Unknown(f"coordination state unreadable: {exc.message}") from None
-    if page.partial:
+    if partial:
         raise _Unknown(f"event trail for {batch_id} is filtered by a scoped token")
     repo = batch.get("repo")
     events: list[tuple[str, dict[str, Any]]] = []
-    for entry in page.entries:
-        if not isinstance(entry.data, dict):
-            raise _Unknown(f"event {entry.path} is not a JSON object")
-        if repo is not None and entry.data.get("repo") != repo:
+    for entry_path, data in entries:
+        if not isinstance(data, dict):
+            raise _Unknown(f"event {entry_path} is not a JSON object")
+        if repo is not None and data.get("repo") != repo:
             continue  # another repository's work under a reused batch id
-        events.append((entry.path, entry.data))
+        events.append((entry_path, data))
     raw = batch.get("lanes")
     lanes = _lanes(raw if isinstance(raw, list) else [])
     attribute = _attributor(lanes)

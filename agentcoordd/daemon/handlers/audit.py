@@ -9,4 +9,5 @@ from agentcoordd.daemon.services import Services
 
 
 async def handle(req: p.BatchAudit, svc: Services, call: Call) -> p.Response:
-    return await call.use_case(batch_audit, write=False, status_read=True, batch_id=req.batch_id)
+    return await call.use_case(batch_audit, write=False, status_read=True, batch_id=req.batch_id,
+                                include_archived=req.include_archived)
