@@ -4,7 +4,9 @@ It makes a temporary directory holding a fresh local state root AND its own
 agentcoordd on its own socket, so no configured backend (env files, HTTP,
 the machine's daemon) is ever touched; it removes everything on the way out.
 Heartbeat ageing is simulated by backdating the heartbeat record in the
-temporary root, which the demo owns.
+temporary root, which the demo owns. The demo's agents run with
+AGENT_COORD_MACHINE_ID set, as the README asks of agents, so the terminal
+closeout at the end is factual (closed_by.machine) and batch-audit counts it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from agentcoordd.model.liveness import liveness
 from agentcoordd.model.timefmt import format_ts
 
 REPO, TARGET, HOLDER, CHALLENGER = "demo/widgets", "1", "demo-a", "demo-b"
+BATCH, LANE, MACHINE = "demo-b1", "widgets-1", "demo-machine"
 START_WAIT = 10.0
 
 
@@ -46,7 +49,8 @@ class _Demo:
         self.proc: Any = None
         # The caller environment the demo's requests carry: nothing configured.
         self.env = {"HOME": self.dir, "XDG_CONFIG_HOME": os.path.join(self.dir, "config"),
-                    "XDG_STATE_HOME": os.path.join(self.dir, "state")}
+                    "XDG_STATE_HOME": os.path.join(self.dir, "state"),
+                    "AGENT_COORD_MACHINE_ID": MACHINE}
         self.ok = True
 
     def start(self) -> None:
@@ -109,16 +113,23 @@ class _Demo:
 
 
 def demo() -> None:
-    """Isolated walkthrough: live-holder refusal, stale then dead heartbeat, takeover."""
+    """Isolated walkthrough: live-holder refusal, stale then dead heartbeat, takeover,
+    terminal closeout, batch-audit."""
     d = _Demo()
     label = f"{REPO}#{TARGET}"
     try:
         d.start()
         print("agentcoord demo: temporary local state root and a private agentcoordd; "
               "no configured backend is used")
-        r = d.call(p.Claim(agent_id=HOLDER, repo=REPO, target=TARGET, ttl=3600))
+        print(f"   export AGENT_COORD_MACHINE_ID={MACHINE}   # every agent's machine, for factual closeouts")
+        manifest = {"batch_id": BATCH, "repo": REPO,
+                    "lanes": [{"name": LANE, "owner": HOLDER, "targets": [TARGET]}]}
+        r = d.call(p.RegisterBatch(manifest=json.dumps(manifest).encode(), source="demo"))
+        d.expect("register-batch", r, 0)
+        print(f"0. register-batch {BATCH}: lane {LANE} (owner {HOLDER}, target {label}) (exit {r.exit_code})")
+        r = d.call(p.Claim(agent_id=HOLDER, repo=REPO, target=TARGET, batch_id=BATCH, ttl=3600))
         d.expect("claim", r, 0)
-        print(f"1. {HOLDER} claims {label}: acquired (exit {r.exit_code})")
+        print(f"1. {HOLDER} claims {label} --batch-id {BATCH}: acquired (exit {r.exit_code})")
         r = d.call(p.Heartbeat(agent_id=HOLDER, repo=REPO, target=TARGET, ttl=900,
                                meta=p.Metadata(phase="implementing")))
         d.expect("heartbeat", r, 0)
@@ -133,10 +144,23 @@ def demo() -> None:
         print(f"5. {CHALLENGER} claims {label}: refused (exit {r.exit_code}) - {r.error}")
         state = d.backdate(updated_ago=dt.timedelta(hours=2), expires_ago=dt.timedelta(minutes=105))
         print(f"6. {HOLDER} stays quiet: updated 2h ago, past 4 x ttl: liveness {state}")
-        r = d.call(p.Claim(agent_id=CHALLENGER, repo=REPO, target=TARGET))
+        r = d.call(p.Claim(agent_id=CHALLENGER, repo=REPO, target=TARGET, batch_id=BATCH))
         d.expect("takeover", r, 0)
         action = (r.payload or {}).get("action", "?") if isinstance(r.payload, dict) else "?"
         print(f"7. {CHALLENGER} claims {label}: {action.replace('_', ' ')} (exit {r.exit_code})")
+        r = d.call(p.Release(agent_id=CHALLENGER, repo=REPO, target=TARGET, terminal="done"))
+        d.expect("terminal release", r, 0)
+        for warning in r.warnings:
+            eprint(f"warning: {warning}")
+        event = ((r.payload or {}).get("lane_closed") or {}).get("event") or {} \
+            if isinstance(r.payload, dict) else {}
+        closer = event.get("closed_by") or {}
+        print(f"8. {CHALLENGER} releases --terminal done: lane {event.get('lane', '?')} closed by "
+              f"{closer.get('agent_id', '?')} on machine {closer.get('machine', '?')} (exit {r.exit_code})")
+        r = d.call(p.BatchAudit(batch_id=BATCH))
+        d.expect("batch-audit", r, 0)
+        verdict = (r.payload or {}).get("verdict", "?") if isinstance(r.payload, dict) else "?"
+        print(f"9. batch-audit {BATCH}: {verdict} (exit {r.exit_code})")
     except (client.ClientError, RuntimeError, OSError) as exc:
         d.ok = False
         eprint(f"demo failed: {getattr(exc, 'message', exc)}")
@@ -148,5 +172,6 @@ def demo() -> None:
 
 
 COMMANDS = (spec.Command(
-    ("demo",), "Isolated walkthrough: live-holder refusal, stale then dead heartbeat, takeover.",
+    ("demo",), "Isolated walkthrough: live-holder refusal, stale then dead heartbeat, takeover, "
+    "terminal closeout, batch-audit.",
     (), demo),)

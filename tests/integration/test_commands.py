@@ -180,6 +180,11 @@ def test_demo_runs_isolated_and_leaves_nothing_behind(daemon: Daemon) -> None:
         text = out(result)
         assert "refused (exit 3)" in text and "liveness stale" in text and "liveness dead" in text
         assert "taken over (exit 0)" in text
+        # as the README's agent section: a machine id, a registered batch, a factual terminal closeout
+        assert "export AGENT_COORD_MACHINE_ID=demo-machine" in text
+        assert "closed by demo-b on machine demo-machine (exit 0)" in text
+        assert "batch-audit demo-b1: complete (exit 0)" in text
+        assert "UNKNOWN" not in text + err(result)
         assert os.listdir(scratch) == []  # its temporary root, daemon and socket are gone
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

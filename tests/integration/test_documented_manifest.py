@@ -63,3 +63,31 @@ def test_an_unknown_lane_of_the_same_batch_is_refused_by_both(daemon: Daemon) ->
     assert checked.returncode == 1 and expected in checked.stdout.decode() + checked.stderr.decode()
     registered = daemon.ctl("register-batch", "--file", path)
     assert (registered.returncode, registered.stderr.decode().strip()) == (1, expected)
+
+
+def test_the_readme_terminal_closeout_runs_as_written_and_is_factual(daemon: Daemon) -> None:
+    import shlex
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## For agents", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```sh\n(.*?)```", section, re.S)[1]
+    (daemon.base / "wave-9.json").write_text(json.dumps(documented_manifest()))
+    env: dict[str, str] = {}
+    for line in block.splitlines():
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        if words[0] == "export":
+            env.update(word.split("=", 1) for word in words[1:])
+            continue
+        assert words[0] == "agentcoordctl", line
+        args = [str(daemon.base / w) if w == "wave-9.json" else w for w in words[1:]]
+        result = daemon.ctl(*args, env=env)
+        if words[1] == "batch-audit":  # lexer is not closed yet: incomplete, parser complete
+            assert result.returncode == 1, result.stdout
+            assert b"- lane parser owner worker-parser complete" in result.stdout
+        else:
+            assert result.returncode == 0, (line, result.stderr)
+        assert b"UNKNOWN" not in result.stderr, (line, result.stderr)
+    claim = json.loads((daemon.root / "claims" / "acme" / "widgets" / "311.json").read_text())
+    assert (claim["terminal"], claim["closed_by"]) == ("done", {"agent_id": "worker-parser", "machine": "m5"})
