@@ -65,11 +65,18 @@ def toolchain_missing() -> str | None:
 
 
 def require_toolchain() -> None:
+    """The one guard of every test that needs wrangler/node: skip locally, fail with CI=true."""
     missing = toolchain_missing()
     if missing:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true and the Worker toolchain is not installed: {missing}")
         pytest.skip(f"Worker toolchain not installed: {missing}")
+
+
+@pytest.fixture
+def worker_toolchain() -> None:
+    """For tests that run wrangler themselves without a served Worker (launch_worker guards the rest)."""
+    require_toolchain()
 
 
 @dataclass

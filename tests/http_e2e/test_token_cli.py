@@ -17,7 +17,7 @@ import anyio
 import httpx
 import pytest
 
-from worker_fixture import WORKER_DIR, WRANGLER
+from worker_fixture import WORKER_DIR, WRANGLER, worker_toolchain  # noqa: F401 - fixture
 
 PYTHON = sys.executable
 
@@ -122,7 +122,7 @@ def test_provision_prints_the_token_once_and_d1_keeps_only_its_hash(e2e_worker: 
     assert whoami(e2e_worker, new).status_code == 401
 
 
-def test_wrangler_failure_is_exit_2_with_wranglers_output(tmp_path: Path) -> None:
+def test_wrangler_failure_is_exit_2_with_wranglers_output(worker_toolchain: None, tmp_path: Path) -> None:
     # a persistence dir without the migrated schema: wrangler's own error comes through
     result = ctl("token", "provision", "x1", "--all-state", "--local", "--persist-to", str(tmp_path))
     assert result.returncode == 2
@@ -130,7 +130,8 @@ def test_wrangler_failure_is_exit_2_with_wranglers_output(tmp_path: Path) -> Non
     assert "machines" in result.stderr.decode()
 
 
-def test_relative_persist_to_is_the_callers_path_not_one_inside_the_worker(tmp_path: Path) -> None:
+def test_relative_persist_to_is_the_callers_path_not_one_inside_the_worker(worker_toolchain: None,
+                                                                           tmp_path: Path) -> None:
     # docs/multi-machine.md "Local rehearsal": migrate worker/.wrangler/state, then provision
     # from the repo root with the same directory spelled relative to it
     state = tmp_path / "worker" / ".wrangler" / "state"
