@@ -11,7 +11,7 @@ from agentcoordd.coord.common import metadata_fields, positive_ttl, text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.events import emit, lifecycle_fields
 from agentcoordd.model import ids
-from agentcoordd.model.errors import ClaimRefused, CoordError, UsageError
+from agentcoordd.model.errors import ClaimRefused, UsageError
 from agentcoordd.model.identity import stamp_attribution
 from agentcoordd.model.liveness import liveness
 from agentcoordd.model.records import SCHEMA_VERSION, Claim, Heartbeat, Metadata, load, try_load
@@ -103,22 +103,7 @@ async def claim(
     action, acquired, record = await cas_update(ctx.store, path, decide)
     if acquired:
         await emit(ctx, record.get("batch_id"), "claim.acquired", lifecycle_fields(record, ACQUIRED_FIELDS))
-    if record.get("batch_id"):
-        await _warn_if_blocked(ctx, record["batch_id"], repo, target, agent_id)
     return {"action": action, "path": path, "claim": record}
-
-
-async def _warn_if_blocked(ctx: Ctx, batch_id: str, repo: str, target: str, agent_id: str) -> None:
-    """A claim on a lane whose dependencies are unmet still succeeds, with a warning
-    naming them (the same answer `wait --until-unblocked` gives). Never fails the claim."""
-    from agentcoordd.coord.waits import blocked_lanes_of_target
-
-    try:
-        blocked = await blocked_lanes_of_target(ctx, batch_id, repo, target, agent_id)
-    except (CoordError, OSError):
-        return
-    for lane, refs in blocked:
-        ctx.warn(f"lane {batch_id}:{lane} is blocked on {', '.join(refs)} (not done)")
 
 
 _ABSENT = object()

@@ -24,7 +24,7 @@ from agentcoordd.coord.batches import (
 )
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
-from agentcoordd.model.errors import UsageError
+from agentcoordd.model.errors import CoordError, UsageError
 from agentcoordd.model.status import satisfies_dependency
 from agentcoordd.store.base import Forbidden, InvalidRecord
 
@@ -152,6 +152,18 @@ async def blocked_lanes_of_target(ctx: Ctx, batch_id: str, repo: str, target: st
         if not met and state.get("blocked_on"):
             out.append((name, list(state["blocked_on"])))
     return out
+
+
+async def blocked_claim_warnings(ctx: Ctx, batch_id: str, repo: str, target: str,
+                                 agent_id: str) -> list[str]:
+    """What a claim on a blocked lane warns (it still succeeds): the lane and the refs
+    it waits for. A read that fails is no reason to warn, nor to fail the claim."""
+    try:
+        blocked = await blocked_lanes_of_target(ctx, batch_id, repo, target, agent_id)
+    except (CoordError, OSError):
+        return []
+    return [f"lane {batch_id}:{lane} is blocked on {', '.join(refs)} (not done)"
+            for lane, refs in blocked]
 
 
 async def wait_until_unblocked(ctx: Ctx, batch_id: str, lane: str, *, poll_seconds: float = 1.0,

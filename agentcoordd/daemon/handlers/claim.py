@@ -8,6 +8,7 @@ from agentcoordd.coord.claims import claim
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.heartbeats import heartbeat
 from agentcoordd.coord.keepalive import Fence
+from agentcoordd.coord.waits import blocked_claim_warnings
 from agentcoordd.daemon import keeper
 from agentcoordd.daemon.call import Call
 from agentcoordd.daemon.services import Services
@@ -23,6 +24,9 @@ async def handle(req: p.Claim, svc: Services, call: Call) -> p.Response:
             branch=req.branch, ttl=req.ttl, meta=req.meta))
         await svc.stop_notices.annotate(req, ctx, resolved.key, payload, call.notices)
         record = payload["claim"]
+        if record.get("batch_id"):  # a blocked lane's claim succeeds, with a warning
+            call.warnings.extend(await blocked_claim_warnings(
+                ctx, record["batch_id"], req.repo, req.target, req.agent_id))
         if req.keep_alive is None:
             svc.keeper.refence(resolved, req.agent_id, record)
         else:
