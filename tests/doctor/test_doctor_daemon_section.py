@@ -45,7 +45,8 @@ def test_outbox_depth_counts_undelivered_events(daemon: Daemon) -> None:
 
 
 def test_installed_service_units_are_reported(daemon: Daemon) -> None:
-    units = daemon.base / "home" / ".config" / "systemd" / "user"
+    """Where `service install` writes them: $XDG_CONFIG_HOME/systemd/user (set here)."""
+    units = daemon.base / "xdgconfig" / "systemd" / "user"
     units.mkdir(parents=True)
     for name in ("agentcoordd.socket", "agentcoordd.service"):
         (units / name).write_text("[Unit]\n")

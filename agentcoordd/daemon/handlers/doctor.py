@@ -237,8 +237,11 @@ def outbox_summary(svc: Services, state_dir: str) -> dict[str, Any]:
         return {"path": os.path.join(state_dir, "outbox.jsonl"), "depth": None, "error": str(exc)}
 
 
-def _unit_files(home: str) -> tuple[str | None, list[str]]:
-    systemd_dir = os.path.join(home, ".config", "systemd", "user")
+def _unit_files(home: str, config_home: str | None) -> tuple[str | None, list[str]]:
+    """Where `service install` writes them: $XDG_CONFIG_HOME/systemd/user when that is
+    an absolute path, else ~/.config/systemd/user (the XDG rule)."""
+    config = config_home if config_home and os.path.isabs(config_home) else os.path.join(home, ".config")
+    systemd_dir = os.path.join(config, "systemd", "user")
     systemd = [os.path.join(systemd_dir, u) for u in SYSTEMD_UNITS
                if os.path.exists(os.path.join(systemd_dir, u))]
     if systemd:
@@ -251,7 +254,7 @@ def _unit_files(home: str) -> tuple[str | None, list[str]]:
 
 async def service_summary(env: Mapping[str, str]) -> dict[str, Any]:
     home = env.get("HOME") or os.path.expanduser("~")
-    manager, units = _unit_files(home)
+    manager, units = _unit_files(home, env.get("XDG_CONFIG_HOME"))
     started_by = ("systemd" if os.environ.get("INVOCATION_ID") or os.environ.get("NOTIFY_SOCKET")
                   else "launchd" if os.environ.get("XPC_SERVICE_NAME") else "manual")
     out: dict[str, Any] = {"installed": bool(units), "manager": manager, "unit_files": units,
