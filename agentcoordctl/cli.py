@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -173,6 +172,8 @@ def _run(args: list[str]) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001 - the boundary: one line, exit 2, never a traceback
         if os.environ.get("AGENT_COORD_DEBUG"):
+            import traceback  # only here: it costs ~10 ms of every call's start-up
+
             traceback.print_exc()
         detail = " ".join(str(exc).split())[:300]
         print(f"agentcoordctl: internal error: {type(exc).__name__}: {detail}; coordination state "
