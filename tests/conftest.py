@@ -12,6 +12,22 @@ import pytest
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The default run leaves out tests marked `slow`; any -m expression (scripts/test-all
+    passes "slow or not slow") or a test named by its node id selects them."""
+    if config.option.markexpr:
+        return
+    named = [arg.replace("\\", "/") for arg in config.args if "::" in arg]
+    keep, slow = [], []
+    for item in items:
+        explicit = any(item.nodeid == n or item.nodeid.startswith(n + "[") or n.endswith(item.nodeid)
+                       for n in named)
+        (slow if item.get_closest_marker("slow") and not explicit else keep).append(item)
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = keep
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
