@@ -150,18 +150,17 @@ def render(payload: dict[str, Any], painter: Painter) -> list[str]:
     return lines
 
 
-def _fetch(selection: p.Selection) -> tuple[dict[str, Any] | None, list[str]]:
-    """One overview: (payload, messages for stderr / the screen)."""
+def _fetch(selection: p.Selection) -> tuple[dict[str, Any] | None, list[str], str | None]:
+    """One overview: (payload, notices and warnings for stderr, the error that left
+    this refresh without a payload: the snapshot says it, every time)."""
     message = p.Overview(selection=selection, caller=client.caller())
     try:
         response, _ = client.request(message, timeout=Globals.timeout)
     except client.ClientError as exc:
-        return None, [exc.message]
+        return None, [], exc.message
     notes = list(response.notices) + [f"warning: {w}" for w in response.warnings]
-    if response.error:
-        notes.append(response.error)
     payload = response.payload if isinstance(response.payload, dict) else None
-    return payload, notes
+    return payload, notes, response.error
 
 
 def run(*, selection: p.Selection, interval: float, batch_id: str | None, repo: str | None,
@@ -177,11 +176,13 @@ def run(*, selection: p.Selection, interval: float, batch_id: str | None, repo: 
             out.write("\x1b[?25l")  # hide the cursor
         while True:
             started = time.monotonic()
-            payload, notes = _fetch(selection)
+            payload, notes, error = _fetch(selection)
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             if payload is not None:
                 payload = filtered(payload, batch_id=batch_id, repo=repo, target=target)
-            for note in notes:  # notices and warnings go to stderr (once), never into stdout
+            # notices and warnings go to stderr (once), never into stdout; so does a JSON
+            # stream's error (a JSON line holds only payloads)
+            for note in notes + ([error] if as_json and error else []):
                 if note not in seen_notes:
                     seen_notes.add(note)
                     print(note, file=sys.stderr, flush=True)
@@ -193,6 +194,8 @@ def run(*, selection: p.Selection, interval: float, batch_id: str | None, repo: 
                          + f"  (every {interval:g}s; Ctrl-C to quit)"]
                 if tty:  # the redrawn screen would wipe them from stderr: keep them in view
                     lines.extend(painter.paint(n, "33") for n in notes)
+                if error:  # part of the snapshot (the state is unknown), not a notice
+                    lines.append(painter.paint(printable(error), "31"))
                 lines.extend(render(printable(payload), painter) if payload is not None else [])
                 if tty:
                     rows = shutil.get_terminal_size().lines

@@ -24,7 +24,8 @@ def test_config_show_lists_them_as_working_statuses(daemon: Daemon) -> None:
     assert "queued" not in payload["dependency_terminal_statuses"]
 
 
-def test_qa_statuses_do_not_warn_on_qa_events_but_still_warn_elsewhere(daemon: Daemon) -> None:
+def test_qa_statuses_do_not_warn_on_qa_events_but_still_warn_elsewhere(
+        daemon: Daemon, batch: dict) -> None:
     qa = daemon.ctl("record-event", "--batch-id", "b1", "--type", "qa.validation_passed",
                     "--status", "passed")
     other = daemon.ctl("record-event", "--batch-id", "b1", "--type", "done", "--status", "passed")
