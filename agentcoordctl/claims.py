@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
+
+import msgspec
 
 from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import render, spec
@@ -16,7 +17,7 @@ from agentcoordd import protocol as p
 
 
 # The daemon's default (agentcoordd.coord.claims.DEFAULT_CLAIM_TTL; a test keeps them equal).
-CLAIM_TTL = dataclasses.replace(TTL, help="Lease length (default 14400 = 4 h).")
+CLAIM_TTL = msgspec.structs.replace(TTL, help="Lease length (default 14400 = 4 h).")
 
 
 def claim(*, agent_id: str, repo: str, target: str, batch_id: str | None, branch: str | None,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
+
+import msgspec
 
 from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import render, spec
@@ -16,7 +17,7 @@ from agentcoordd import protocol as p
 from agentcoordd.model.status import DEFAULT_HEARTBEAT_STATUS, TERMINAL_STATUSES, WORKING_STATUSES
 
 # The daemon's default (agentcoordd.coord.heartbeats.DEFAULT_HEARTBEAT_TTL; a test keeps them equal).
-HEARTBEAT_TTL = dataclasses.replace(TTL, help="Heartbeat lifetime (default 900 = 15 min; "
+HEARTBEAT_TTL = msgspec.structs.replace(TTL, help="Heartbeat lifetime (default 900 = 15 min; "
                                     "dead after 4 x ttl).")
 STATUS = Opt("--status", "status", metavar="STATUS", help=(
     f"Heartbeat status (default {DEFAULT_HEARTBEAT_STATUS}). Working: "

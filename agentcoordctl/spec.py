@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 Kind = Literal["text", "int", "flag", "many", "custom"]
 REQUIRED: Any = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
@@ -61,8 +62,7 @@ class Exit(Exception):
         self.code = code
 
 
-@dataclass(frozen=True)
-class Opt:
+class Opt(msgspec.Struct, frozen=True):
     name: str  # "--agent-id"
     dest: str  # "agent_id"
     kind: Kind = "text"
@@ -84,8 +84,7 @@ class Opt:
         return self.kind != "flag"
 
 
-@dataclass(frozen=True)
-class Arg:
+class Arg(msgspec.Struct, frozen=True):
     dest: str
     metavar: str
     help: str = ""
@@ -97,8 +96,7 @@ class Arg:
         return self.default is REQUIRED
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(msgspec.Struct, frozen=True):
     """Options handed to the command as one value: `build({dest: value})`."""
 
     dest: str
@@ -113,8 +111,7 @@ Check = Callable[["Parsed"], None]
 Screen = Callable[["Command", Sequence[str]], None]
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(msgspec.Struct, frozen=True):
     path: tuple[str, ...]  # ("claim",), ("batch", "stop")
     help: str
     params: tuple[Param, ...]
@@ -153,8 +150,7 @@ class Command:
 HELP = Opt("--help", "help", "flag", help="Show this help.")
 
 
-@dataclass
-class Parsed:
+class Parsed(msgspec.Struct):
     command: Command
     given: dict[str, Any]  # option name ("--ttl") -> its value, for every option met
 

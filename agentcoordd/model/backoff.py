@@ -8,11 +8,11 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+
+import msgspec
 
 
-@dataclass(frozen=True)
-class Backoff:
+class Backoff(msgspec.Struct, frozen=True):  # a Struct: no dataclasses import on ctl start-up
     first: float
     cap: float
     factor: float = 2.0
