@@ -1,4 +1,5 @@
-"""The common path of every command never imports typer (help only): parsing,
+"""The common path of every command never imports typer (help only) nor typing_extensions
+(agentcoordctl/__init__.py): parsing,
 usage errors and the request are ours (agentcoordctl/spec.py), so a ctl call
 pays only for what it runs (issue 20's start-up budget, bench/ctl_latency.py)."""
 
@@ -19,7 +20,7 @@ try:
     code = cli.main(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("typer", "click", "rich"))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("typer", "click", "rich", "typing_extensions"))
 print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
