@@ -61,6 +61,7 @@ from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
 from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL, OperationalError, UsageError
+from agentcoordd.model.records import ARCHIVED_RECORD, COMPACTED_EVENTS
 from agentcoordd.model.status import LANE_TERMINALS
 from agentcoordd.model.timefmt import is_rfc3339, parse_ts
 from agentcoordd.store.base import StoreError, list_all
@@ -189,7 +190,7 @@ async def batch_audit(ctx: Ctx, *, batch_id: str, include_archived: bool = False
     return result
 
 
-ARCHIVE_PREFIX = "archive/"
+ARCHIVE_PREFIX = f"{ids.ARCHIVE}/"
 
 
 def _archived_events(entries: list[Any], hot: set[str]) -> list[tuple[str, Any]]:
@@ -201,7 +202,7 @@ def _archived_events(entries: list[Any], hot: set[str]) -> list[tuple[str, Any]]
         envelope = entry.data
         if not isinstance(envelope, dict):
             raise _Unknown(f"archive record {entry.path} is not a JSON object")
-        if envelope.get("record_family") == "compacted_events":
+        if envelope.get("record_family") == COMPACTED_EVENTS:
             sources = envelope.get("source_paths") if isinstance(envelope.get("source_paths"), list) else []
             if sources and all(source in hot for source in sources):
                 continue  # compaction not finished: the sources are still hot
@@ -209,7 +210,7 @@ def _archived_events(entries: list[Any], hot: set[str]) -> list[tuple[str, Any]]
             if not isinstance(records, list):
                 raise _Unknown(f"archive record {entry.path} has no records array")
             out += [(f"{entry.path}#{n}", record) for n, record in enumerate(records)]
-        elif envelope.get("record_family") == "archived_record":
+        elif envelope.get("record_family") == ARCHIVED_RECORD:
             if envelope.get("source_path") not in hot:
                 out.append((entry.path, envelope.get("data")))
         else:

@@ -29,7 +29,10 @@ from agentcoordd.model import ids
 from agentcoordd.model.errors import OperationalError, UsageError
 from agentcoordd.model.liveness import DEAD_AFTER_TTL_MULTIPLIER, liveness
 from agentcoordd.model.records import (
+    ARCHIVE_FAMILIES,
     ARCHIVE_SCHEMA_VERSION,
+    ARCHIVED_RECORD,
+    COMPACTED_EVENTS,
     Batch,
     Claim,
     Event,
@@ -44,7 +47,6 @@ from agentcoordd.store.base import Conflict, NotFound
 from agentcoordd.store.cache import Malformed, scan
 
 DEFAULT_HOT_DAYS = 7
-ARCHIVE_FAMILIES = ("archived_record", "compacted_events")
 DEFAULT_ARCHIVE_DAYS = 30
 DEFAULT_SYNTHETIC_HOT_DAYS = 1
 ENVELOPE_CAP_BYTES = 1024 * 1024
@@ -185,7 +187,7 @@ class _Planner:
     def _envelope(self, path: str, data: dict[str, Any], reason: str) -> dict[str, Any]:
         return {
             "schema_version": ARCHIVE_SCHEMA_VERSION,
-            "record_family": "archived_record",
+            "record_family": ARCHIVED_RECORD,
             "source_path": path,
             "reason": reason,
             "synthetic": data.get("synthetic") is True,
@@ -308,7 +310,7 @@ class _Planner:
         retained = _retained([(p, f) for _, (p, f) in ordered])
         envelope = {
             "schema_version": ARCHIVE_SCHEMA_VERSION,
-            "record_family": "compacted_events",
+            "record_family": COMPACTED_EVENTS,
             "source_paths": sources,
             "reason": reason,
             "synthetic": synthetic,

@@ -214,6 +214,12 @@ SOURCE_PATH_PATTERN = (
 SourcePath = Annotated[str, msgspec.Meta(pattern=SOURCE_PATH_PATTERN)]
 
 
+# The two archive record families (`record_family`), named once.
+ARCHIVED_RECORD = "archived_record"
+COMPACTED_EVENTS = "compacted_events"
+ARCHIVE_FAMILIES = (ARCHIVED_RECORD, COMPACTED_EVENTS)
+
+
 class _ArchiveCommon(Record, kw_only=True, forbid_unknown_fields=True):
     schema_version: Literal[1]
     reason: NonEmpty
@@ -222,7 +228,7 @@ class _ArchiveCommon(Record, kw_only=True, forbid_unknown_fields=True):
     delete_after: Timestamp
 
 
-class ArchivedRecord(_ArchiveCommon, kw_only=True, tag_field="record_family", tag="archived_record"):
+class ArchivedRecord(_ArchiveCommon, kw_only=True, tag_field="record_family", tag=ARCHIVED_RECORD):
     """A single archived record: its hot source_path and the original data, verbatim."""
 
     source_path: SourcePath
@@ -230,7 +236,7 @@ class ArchivedRecord(_ArchiveCommon, kw_only=True, tag_field="record_family", ta
 
 
 class CompactedEvents(
-    _ArchiveCommon, kw_only=True, tag_field="record_family", tag="compacted_events"
+    _ArchiveCommon, kw_only=True, tag_field="record_family", tag=COMPACTED_EVENTS
 ):
     """A terminal target compaction envelope.
 
