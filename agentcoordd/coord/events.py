@@ -13,6 +13,7 @@ from agentcoordd.model.identity import stamp_attribution
 from agentcoordd.model.records import SCHEMA_VERSION, Event, Metadata, load
 from agentcoordd.model.status import normalize_status
 from agentcoordd.model.timefmt import format_ts, new_event_id
+from agentcoordd.model import typed_events
 from agentcoordd.model.typed_events import TYPED_EVENTS, TYPED_FIELDS
 from agentcoordd.model.validation import contract_error
 from agentcoordd.store.base import Conflict
@@ -30,23 +31,17 @@ def typed_payload(event_type: str, typed: dict[str, str], message: str | None) -
     if unknown:
         raise UsageError(f"unknown typed event field: {sorted(unknown)[0]}")
     fields = {k: text_field(k, v) for k, v in typed.items() if v is not None}
-    rules = TYPED_EVENTS.get(event_type)
-    if rules is None:
-        return fields  # free-form types stay unvalidated, as before
-    # agent-coord's order and words: a foreign field, then every required one
-    # (an enum value must not be empty, a free-form one not blank), then enums.
-    foreign = [name for name in TYPED_FIELDS if name in fields and name not in rules]
-    if foreign:
-        raise UsageError(f"{_flag(foreign[0])} is not valid for --type {event_type}")
     present = dict(fields, message=message) if message is not None else fields
-    for name, allowed in rules.items():
-        value = present.get(name) or ""
-        if not (value if allowed is not None else value.strip()):
-            raise UsageError(f"missing required {_flag(name)}")
-    for name, allowed in rules.items():
-        if allowed is not None and present[name] not in allowed:
-            raise UsageError(f"{_flag(name)} must be one of: {', '.join(allowed)}")
-    return fields
+    found = typed_events.problems(event_type, present)
+    if not found:
+        return fields
+    kind, name = found[0]  # agent-coord stops at the first, in its words
+    if kind == "foreign":
+        raise UsageError(f"{_flag(name)} is not valid for --type {event_type}")
+    if kind == "missing":
+        raise UsageError(f"missing required {_flag(name)}")
+    allowed = TYPED_EVENTS[event_type][name] or ()
+    raise UsageError(f"{_flag(name)} must be one of: {', '.join(allowed)}")
 
 
 def build_event(

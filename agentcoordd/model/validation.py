@@ -44,7 +44,8 @@ from agentcoordd.model.foundation import (
     usage,
 )
 from agentcoordd.model.foundation.common import Violation
-from agentcoordd.model.typed_events import TYPED_EVENTS, TYPED_FIELDS  # one table, shared with record-event
+from agentcoordd.model import typed_events
+from agentcoordd.model.typed_events import TYPED_EVENTS  # one table and rule, shared with record-event
 
 __all__ = [
     "Violation",
@@ -92,24 +93,16 @@ def _event(record: records.Event, data: dict[str, Any]) -> list[Violation]:
         found.append(Violation("$.type", "lane_closed events follow the lane_closed (v2) family"))
     if record.lane is not None:
         found += _lane_name(record.lane, "$.lane", ids.event_lane)
-    rules = TYPED_EVENTS.get(record.type)
-    if rules is None:
-        return found  # free-form types stay unvalidated
-    for name in TYPED_FIELDS:
-        if name not in rules and data.get(name) is not None:
-            found.append(Violation(f"$.{name}", f"{name} is not a field of type {record.type}"))
-    for name, allowed in rules.items():
-        value = data.get(name)
-        if not isinstance(value, str) or not value.strip():
-            found.append(Violation(f"$.{name}", f"type {record.type} requires {name}"))
-        elif allowed is not None and value not in allowed:
-            found.append(
-                Violation(
-                    f"$.{name}",
-                    f"invalid {name} {value!r} for type {record.type} "
-                    f"(allowed: {', '.join(sorted(allowed))})",
-                )
-            )
+    for kind, name in typed_events.problems(record.type, data):
+        if kind == "foreign":
+            why = f"{name} is not a field of type {record.type}"
+        elif kind == "missing":
+            why = f"type {record.type} requires {name}"
+        else:
+            allowed = TYPED_EVENTS[record.type][name] or ()
+            why = (f"invalid {name} {data.get(name)!r} for type {record.type} "
+                   f"(allowed: {', '.join(sorted(allowed))})")
+        found.append(Violation(f"$.{name}", why))
     return found
 
 
