@@ -60,23 +60,38 @@ def doctor(*, json: bool, stack_json: bool, deep: bool, doctor_prefix: list[str]
     for warning in response.warnings:
         eprint(f"warning: {warning}")
     payload = response.payload
+    line = error_line(response, stack_json)
+    if line:
+        eprint(line)
     if not isinstance(payload, dict):
-        if response.error:
-            eprint(response.error)
         raise Exit(response.exit_code)
-    error = (payload.get("report") or {}).get("error")
-    if not stack_json and response.exit_code != p.EXIT_OK and error:
-        eprint(printable(error))  # the report names it too; agent-coord's stderr line
     if stack_json:
         print(dump_json(payload["stack"]))
     elif json:
-        report = dict(payload["report"])
-        if daemon:
-            report["daemon"] = payload.get("daemon")
-        print(dump_json(report))
+        print(dump_json(json_report(payload, daemon)))
     else:
         print(text(printable(payload["report"]), printable(payload.get("daemon")) if daemon else None))
     raise Exit(response.exit_code)
+
+
+def error_line(response: p.Response, stack_json: bool = False) -> str | None:
+    """The one stderr line of a failed doctor: the daemon's error, else (not under
+    --stack-json) the report's, as agent-coord prints it."""
+    payload = response.payload
+    if not isinstance(payload, dict):
+        return response.error or None
+    error = (payload.get("report") or {}).get("error")
+    if not stack_json and response.exit_code != p.EXIT_OK and error:
+        return printable(error)  # the report names it too; agent-coord's stderr line
+    return None
+
+
+def json_report(payload: dict[str, Any], daemon: bool = False) -> dict[str, Any]:
+    """What `doctor --json [--daemon]` prints: the spec's report (and our daemon section)."""
+    report = dict(payload["report"])
+    if daemon:
+        report["daemon"] = payload.get("daemon")
+    return report
 
 
 # ---- text ------------------------------------------------------------------------

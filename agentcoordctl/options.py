@@ -171,12 +171,8 @@ def show(response: p.Response, *, as_json: bool = False,
          text: Callable[[Any], str | None] | None = None) -> None:
     """Print notices, warnings, the error and the payload; exit with the response's code.
     Text (not JSON) shows stored values escaped: see `render.printable`."""
-    for notice in response.notices:
-        eprint(printable(notice))
-    for warning in response.warnings:
-        eprint(f"warning: {printable(warning)}")
-    if response.error:
-        eprint(printable(response.error))
+    for line in diagnostics(response):
+        eprint(line)
     if response.payload is not None:
         out = (dump_json(response.payload) if as_json or text is None
                else text(printable(response.payload)))
@@ -184,6 +180,21 @@ def show(response: p.Response, *, as_json: bool = False,
             sys.stdout.write(out + "\n")
             sys.stdout.flush()
     raise Exit(response.exit_code)
+
+
+def diagnostics(response: p.Response) -> list[str]:
+    """The stderr lines `show` prints for a response: notices, warnings, the error
+    (also what agentcoord-mcp reports, so both say the same words)."""
+    lines = [printable(notice) for notice in response.notices]
+    lines.extend(f"warning: {printable(warning)}" for warning in response.warnings)
+    if response.error:
+        lines.append(printable(response.error))
+    return lines
+
+
+def json_output(response: p.Response) -> Any:
+    """What `--json` prints on stdout for a response (None: nothing)."""
+    return response.payload
 
 
 def run(message: Any, *, as_json: bool = False, text: Callable[[Any], str | None] | None = None) -> None:

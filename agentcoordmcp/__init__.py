@@ -1,0 +1,1 @@
+"""agentcoord-mcp: the coordination protocol as MCP tools (docs/mcp.md)."""

@@ -1,0 +1,3 @@
+from agentcoordmcp.server import main
+
+raise SystemExit(main())

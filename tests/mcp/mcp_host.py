@@ -1,0 +1,24 @@
+"""A stand-in agent host for tests/mcp: starts agentcoord-mcp (argv[1]) with the SDK's
+stdio client, takes a keep-alive claim through it, prints the tool result as one
+JSON line, then waits to be killed (the lane must end when this process is gone)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+
+async def main() -> None:
+    params = StdioServerParameters(command=sys.argv[1], env=dict(os.environ))
+    async with Client(params) as client:
+        result = await client.call_tool("claim", {"repo": "o/r", "target": "9", "keep_alive": {}})
+        print(json.dumps({"is_error": result.is_error, "structured": result.structured_content}),
+              flush=True)
+        await anyio.sleep_forever()
+
+
+anyio.run(main)
