@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from agentcoordmcp import tools
-from agentcoordd import __version__
+from agentcoordd import protocol as p
 
 INSTRUCTIONS = (
     "Coordination for fleets of coding agents (agentcoord). Claim an issue/PR before working "
@@ -46,7 +46,7 @@ def parse_args(argv: list[str] | None) -> tools.Config:
                         help="What keep-alive lanes watch by default: parent (the agent host that "
                         "started this server; default), auto (the nearest codex/claude "
                         "ancestor), none, or a pid.")
-    parser.add_argument("--version", action="version", version=f"agentcoord-mcp {__version__}")
+    parser.add_argument("--version", action="version", version=f"agentcoord-mcp {p.DAEMON_VERSION}")
     args = parser.parse_args(argv)
     if args.watch not in ("parent", "auto", "none") and not (args.watch.isdigit() and int(args.watch) > 1):
         parser.error(f"--watch must be parent, auto, none or a process id: {args.watch}")
@@ -98,7 +98,7 @@ def build_server(config: tools.Config) -> Any:
             content=[types.TextContent(type="text", text=dump_json(envelope))],
             structured_content=envelope, is_error=True)
 
-    return Server("agentcoord", version=__version__, instructions=INSTRUCTIONS,
+    return Server("agentcoord", version=p.DAEMON_VERSION, instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
@@ -111,9 +111,14 @@ async def serve(config: tools.Config) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import anyio
-
     config = parse_args(argv)
+    try:
+        import anyio
+        import mcp  # noqa: F401 - the optional extra
+    except ImportError as exc:
+        print(f"agentcoord-mcp: the MCP SDK is not installed ({exc}): pip install "
+              "'agentcoord[mcp]'", file=sys.stderr)
+        return 2
     try:
         anyio.run(serve, config)
     except KeyboardInterrupt:

@@ -163,3 +163,28 @@ def test_the_protocol_imports_only_the_standard_library_msgspec_and_model() -> N
                and not m.startswith(("agentcoordd.model", "_"))
                and m not in ("agentcoordd", "agentcoordd.protocol")]
     assert foreign == []
+
+
+def test_agentcoordctl_never_imports_the_mcp_server() -> None:
+    """agentcoordmcp is an optional extra built on ctl; ctl must not depend on it."""
+    wrong = {path.name: sorted(m for m in imports_of(path) if m.startswith(("agentcoordmcp", "mcp")))
+             for path in sorted((REPO / "agentcoordctl").glob("*.py"))}
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_the_mcp_server_is_a_daemon_client_like_ctl() -> None:
+    """agentcoordmcp talks to agentcoordd only through ctl and the protocol (never a
+    second daemon: no daemon, coord or store module)."""
+    wrong = {}
+    for path in sorted((REPO / "agentcoordmcp").glob("*.py")):
+        found = {m for m in imports_of(path) if m.startswith("agentcoordd")}
+        allowed = {m for m in found if m in ("agentcoordd", "agentcoordd.protocol")
+                   or m.startswith("agentcoordd.model")}
+        if found - allowed:
+            wrong[path.name] = sorted(found - allowed)
+    assert wrong == {}
+
+
+def test_importing_the_cli_loads_no_mcp_module() -> None:
+    loaded = _loaded_after("import agentcoordctl.cli")
+    assert [m for m in loaded if m.split(".")[0] in ("agentcoordmcp", "mcp", "pydantic")] == []
