@@ -71,7 +71,8 @@ async def test_tools_list_with_schemas_from_the_protocol_structs(daemon: Daemon)
 
 async def test_claim_refusal_heartbeat_status_release_and_hostile_arguments(daemon: Daemon) -> None:
     target = {"repo": "o/r", "target": "7"}
-    async with server(daemon, "agent-a") as a, server(daemon, "agent-b") as b:
+    attribution = {"AGENT_COORD_MACHINE_ID": "m5", "AGENT_COORD_SESSION_ID": "session-a"}
+    async with server(daemon, "agent-a", **attribution) as a, server(daemon, "agent-b") as b:
         claimed = result(await a.call_tool("claim", target))
         assert not claimed["is_error"], claimed
         assert claimed["json"]["action"] == "acquired"
@@ -90,6 +91,9 @@ async def test_claim_refusal_heartbeat_status_release_and_hostile_arguments(daem
         assert not beat["is_error"], beat
         assert beat["json"]["heartbeat"]["agent_id"] == "agent-a"
         assert beat["json"]["heartbeat"]["status"] == "waiting_on_checks_or_review"
+        # Attribution as for ctl: the server's environment is the caller's.
+        assert beat["json"]["heartbeat"]["machine_id"] == "m5"
+        assert beat["json"]["heartbeat"]["session_id"] == "session-a"
 
         scoped = result(await a.call_tool("status", target))
         cli_status = daemon.ctl("status", "--repo", "o/r", "--target", "7", "--json")
