@@ -82,9 +82,16 @@ def build_server(config: tools.Config) -> Any:
         if tool is None:
             outcome = tools.Outcome(1, message=f"unknown tool: {params.name}", exit_class="usage")
         else:
-            # The client library blocks (a socket, autostart's waits): off the event loop.
-            outcome = await anyio.to_thread.run_sync(
-                functools.partial(tools.call, tool, params.arguments, config))
+            try:
+                # The client library blocks (a socket, autostart's waits): off the event loop.
+                outcome = await anyio.to_thread.run_sync(
+                    functools.partial(tools.call, tool, params.arguments, config))
+            except Exception as exc:  # noqa: BLE001 - the boundary: a result the agent reads, as ctl's
+                detail = " ".join(str(exc).split())[:300]
+                line = (f"agentcoord-mcp: internal error: {type(exc).__name__}: {detail}; "
+                        "coordination state is UNKNOWN")
+                print(line, file=sys.stderr, flush=True)
+                outcome = tools.Outcome(2, message=line, lines=[line], exit_class="unknown")
         return result(outcome)
 
     def result(outcome: tools.Outcome) -> types.CallToolResult:
