@@ -209,3 +209,24 @@ def test_a_keep_alive_lane_ends_when_the_agent_host_exits(daemon: Daemon) -> Non
         for pid in servers:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_lane_closed_through_the_tools_passes_its_batch_audit(daemon: Daemon) -> None:
+    manifest = daemon.base / "wave-9.json"
+    manifest.write_text(json.dumps({
+        "schema_version": 1, "batch_id": "wave-9", "repo": "acme/widgets",
+        "lanes": [{"name": "parser", "owner": "worker-parser", "targets": ["311"]}]}))
+    assert daemon.ctl("register-batch", "--file", str(manifest)).returncode == 0
+    lane = {"repo": "acme/widgets", "target": "311"}
+    async with server(daemon, "worker-parser", AGENT_COORD_MACHINE_ID="m5") as agent:
+        before = result(await agent.call_tool("batch_audit", {"batch_id": "wave-9"}))
+        claimed = result(await agent.call_tool("claim", {**lane, "batch_id": "wave-9"}))
+        closed = result(await agent.call_tool("release", {**lane, "terminal": "done",
+                                                          "pr_state": "merged"}))
+        after = result(await agent.call_tool("batch_audit", {"batch_id": "wave-9"}))
+    assert before["is_error"] and before["json"]["exit_class"] == "incomplete", before
+    assert before["json"]["output"]["verdict"] == "incomplete"
+    assert not claimed["is_error"] and not closed["is_error"], (claimed, closed)
+    assert not after["is_error"] and after["json"]["verdict"] == "complete", after
+    assert after["json"] == json.loads(daemon.ctl("batch-audit", "--batch-id", "wave-9",
+                                                  "--json").stdout)
