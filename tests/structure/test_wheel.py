@@ -67,3 +67,12 @@ def test_the_demo_runs_from_the_wheel(installed: tuple[Path, Path]) -> None:
     result = _ctl(installed, "demo")
     assert result.returncode == 0, result.stderr
     assert "demo complete" in result.stdout
+
+
+def test_the_mcp_server_ships_and_names_its_extra_when_missing(installed: tuple[Path, Path]) -> None:
+    bin_dir, work = installed
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work), "LANG": "C.UTF-8"}
+    result = subprocess.run([str(bin_dir / "agentcoord-mcp")], env=env, cwd=work, text=True,
+                            capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "pip install 'agentcoord[mcp]'" in result.stderr
