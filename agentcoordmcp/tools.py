@@ -57,10 +57,6 @@ def _error_line(response: p.Response) -> str | None:
     return printable(response.error) if response.error else None
 
 
-def _doctor_error(response: p.Response) -> str | None:
-    return doctor.error_line(response)
-
-
 class Tool(msgspec.Struct, frozen=True):
     name: str
     request: type  # the protocol Struct this tool sends
@@ -113,7 +109,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("doctor", p.Doctor,
          "Can coordination be trusted here: backend access and layout (deep: every record), "
          "this machine's identity.",
-         _command(doctor, "doctor"), render=_doctor_json, message=_doctor_error,
+         _command(doctor, "doctor"), render=_doctor_json, message=doctor.error_line,
          fixed={"client_version": client.CLIENT_VERSION, "stack": False}, read_only=True,
          notes={"prefixes": "Probe these prefixes instead of the default (a directory is "
                 "listed, a record path read): doctor's --doctor-prefix."}),
