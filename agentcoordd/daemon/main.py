@@ -2,12 +2,16 @@
 
     agentcoordd [--socket PATH] [--state-dir DIR] [--foreground] [--log-level LEVEL]
                 [--max-connections N] [--max-hello-bytes N] [--hello-timeout SECONDS]
-                [--max-buffered-bytes N]
+                [--max-buffered-bytes N] [--metrics-port PORT] [--no-metrics]
 
 Without --foreground the daemon detaches (new session, stdio to /dev/null,
 log appended to STATE_DIR/agentcoordd.log) once its socket is listening.
 systemd and launchd run it with --foreground; systemd socket activation
 (LISTEN_FDS) and Type=notify (NOTIFY_SOCKET) are honoured.
+
+--metrics-port (or AGENT_COORD_METRICS_PORT in the daemon's environment)
+serves the loopback dashboard server, and with it /metrics, on 127.0.0.1:PORT
+from the start; --no-metrics (AGENT_COORD_METRICS=0) records none (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from typing import Any
 from agentcoordd import protocol as p
 
 LOG_NAME = "agentcoordd.log"
+METRICS_PORT_VAR = "AGENT_COORD_METRICS_PORT"
+METRICS_VAR = "AGENT_COORD_METRICS"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,6 +52,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     limits.add_argument("--max-buffered-bytes", type=_positive(int), default=None, metavar="N",
                         help="bytes of larger frames read at once across connections "
                         "(default 16777216)")
+    metrics = parser.add_argument_group("metrics (docs/metrics.md)")
+    metrics.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+                         help="serve /metrics (and the dashboard) on 127.0.0.1:PORT from the start "
+                         f"(default: ${METRICS_PORT_VAR}, else only once `agentcoordctl dashboard` "
+                         "starts the server)")
+    metrics.add_argument("--no-metrics", action="store_true",
+                         help=f"record no metrics (also ${METRICS_VAR}=0); /metrics answers 404")
     parser.add_argument("--version", action="version", version=f"agentcoordd {p.DAEMON_VERSION}")
     return parser.parse_args(argv)
 
@@ -60,6 +73,25 @@ def _positive(kind: type) -> Any:
             raise argparse.ArgumentTypeError(f"must be positive and finite: {text!r}")
         return value
     return parse
+
+
+def _port(text: str) -> int:
+    if not text.strip().isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"not a TCP port (1-65535): {text!r}")
+    return int(text)
+
+
+def _metrics_settings(args: argparse.Namespace, env: Any) -> tuple[bool, int | None]:
+    """(record metrics?, port to serve from the start); flags win over the environment."""
+    enabled = not args.no_metrics and env.get(METRICS_VAR, "").strip().lower() not in (
+        "0", "false", "no", "off")
+    port = args.metrics_port
+    if port is None and env.get(METRICS_PORT_VAR, "").strip():
+        try:
+            port = _port(env[METRICS_PORT_VAR])
+        except argparse.ArgumentTypeError as exc:
+            raise SystemExit(f"agentcoordd: {METRICS_PORT_VAR}: {exc}") from None
+    return enabled, port
 
 
 def _limits(args: argparse.Namespace) -> Any:
@@ -133,6 +165,7 @@ def _detach(log_path: str) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = os.environ
+    metrics, metrics_port = _metrics_settings(args, env)
     socket_path = os.path.abspath(args.socket or p.default_socket_path(env))
     state_dir = os.path.abspath(args.state_dir or p.default_state_dir(env))
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
@@ -152,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     log = daemon_logging.get_logger()
     limits = _limits(args)
     _raise_fd_limit(limits.max_connections + 256)  # + stores, log, lock files, threads
-    daemon = Daemon(socket_path, state_dir, log=log, limits=limits)
+    daemon = Daemon(socket_path, state_dir, log=log, limits=limits, metrics=metrics,
+                    http_port=metrics_port)
     ready_fd = os.environ.pop("_AGENTCOORDD_READY_FD", None)
 
     def ready() -> None:
