@@ -9,9 +9,10 @@ log appended to STATE_DIR/agentcoordd.log) once its socket is listening.
 systemd and launchd run it with --foreground; systemd socket activation
 (LISTEN_FDS) and Type=notify (NOTIFY_SOCKET) are honoured.
 
---metrics-port (or AGENT_COORD_METRICS_PORT in the daemon's environment)
-serves the loopback dashboard server, and with it /metrics, on 127.0.0.1:PORT
-from the start; --no-metrics (AGENT_COORD_METRICS=0) records none (docs/metrics.md).
+--metrics-port (or AGENT_COORD_METRICS_PORT in the daemon's environment or the
+machine's env file) serves the loopback dashboard server, and with it /metrics,
+on 127.0.0.1:PORT from the start; --no-metrics (AGENT_COORD_METRICS=0) records
+none (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     metrics = parser.add_argument_group("metrics (docs/metrics.md)")
     metrics.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
                          help="serve /metrics (and the dashboard) on 127.0.0.1:PORT from the start "
-                         f"(default: ${METRICS_PORT_VAR}, else only once `agentcoordctl dashboard` "
-                         "starts the server)")
+                         f"(default: {METRICS_PORT_VAR} from the environment or the env file, else "
+                         "only once `agentcoordctl dashboard` starts the server)")
     metrics.add_argument("--no-metrics", action="store_true",
                          help=f"record no metrics (also ${METRICS_VAR}=0); /metrics answers 404")
     parser.add_argument("--version", action="version", version=f"agentcoordd {p.DAEMON_VERSION}")
@@ -82,15 +83,28 @@ def _port(text: str) -> int:
 
 
 def _metrics_settings(args: argparse.Namespace, env: Any) -> tuple[bool, int | None]:
-    """(record metrics?, port to serve from the start); flags win over the environment."""
-    enabled = not args.no_metrics and env.get(METRICS_VAR, "").strip().lower() not in (
-        "0", "false", "no", "off")
+    """(record metrics?, port to serve from the start). Flags win; then the daemon's
+    environment; then the machine's consumer env file (~/.config/agent-coord/env), so
+    one line there reaches a service and an autostarted daemon alike."""
+    from agentcoordd.daemon import envfiles
+
+    sources = [("environment", env)] + [(f"env file {f.path}", f.values)
+                                        for f in envfiles.existing(env) if f.error is None]
+
+    def setting(name: str) -> tuple[str, str] | None:
+        return next(((where, values[name].strip()) for where, values in sources
+                     if values.get(name, "").strip()), None)
+
+    switch = setting(METRICS_VAR)
+    enabled = not args.no_metrics and (switch is None or switch[1].lower() not in (
+        "0", "false", "no", "off"))
     port = args.metrics_port
-    if port is None and env.get(METRICS_PORT_VAR, "").strip():
+    found = setting(METRICS_PORT_VAR) if port is None else None
+    if found is not None:
         try:
-            port = _port(env[METRICS_PORT_VAR])
+            port = _port(found[1])
         except argparse.ArgumentTypeError as exc:
-            raise SystemExit(f"agentcoordd: {METRICS_PORT_VAR}: {exc}") from None
+            raise SystemExit(f"agentcoordd: {METRICS_PORT_VAR} ({found[0]}): {exc}") from None
     return enabled, port
 
 

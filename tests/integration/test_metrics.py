@@ -198,4 +198,16 @@ def test_a_bad_metrics_port_in_the_environment_is_one_line_and_exit_1(short_dir:
         capture_output=True, timeout=30)
     assert result.returncode == 1
     assert result.stderr.decode().strip().splitlines() == [
-        "agentcoordd: AGENT_COORD_METRICS_PORT: not a TCP port (1-65535): 'http'"]
+        "agentcoordd: AGENT_COORD_METRICS_PORT (environment): not a TCP port (1-65535): 'http'"]
+
+
+def test_the_machine_env_file_turns_the_metrics_port_on(daemon_factory: Any) -> None:
+    d = daemon_factory()
+    port = free_port()
+    env_file = d.base / "xdgconfig" / "agent-coord" / "env"
+    env_file.parent.mkdir(parents=True)
+    env_file.write_text(f"export AGENT_COORD_METRICS_PORT={port}\n")
+    d.extra_env["XDG_CONFIG_HOME"] = str(d.base / "xdgconfig")
+    d.start()
+    wait_listening(port)
+    assert value(scrape(port), "agentcoord_lanes", state="active") == 0
