@@ -95,6 +95,12 @@ class DashboardHost:
         self.log.info("dashboard listening", url=board.url)
         return board
 
+    def metrics_url(self) -> str | None:
+        """Where /metrics is served now (None: no server yet, or --no-metrics)."""
+        if self.dashboard is None or self.metrics is None or self.dashboard.port is None:
+            return None
+        return f"{self.dashboard.url}metrics"
+
     async def serve_at_start(self, port: int) -> None:
         """`--metrics-port`: the loopback server from the daemon's start. A port that
         cannot be bound is logged; the daemon serves on without it."""

@@ -180,6 +180,8 @@ def test_the_boot_server_is_the_dashboard_and_shows_a_backend_once_asked(daemon_
     payload = json.loads(shown.stdout)
     assert payload["port"] == port and payload["started"] is False
     assert get(port, "/api/overview")[0] == 200
+    status = d.ctl("daemon", "status")
+    assert f"metrics: http://127.0.0.1:{port}/metrics" in status.stdout.decode()
 
 
 def test_no_metrics_records_nothing_and_metrics_answers_404(daemon_factory: Any) -> None:
@@ -187,6 +189,7 @@ def test_no_metrics_records_nothing_and_metrics_answers_404(daemon_factory: Any)
     port = start(d, "--no-metrics")
     status, _, body = get(port)
     assert status == 404 and b"--no-metrics" in body
+    assert json.loads(d.ctl("daemon", "status", "--json").stdout)["metrics_url"] is None
     assert d.ctl("claim", "--agent-id", "a1", "--repo", "o/r", "--target", "1").returncode == 0
 
 
