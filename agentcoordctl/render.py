@@ -218,6 +218,8 @@ def daemon_status(payload: dict[str, Any]) -> str:
         f"requests: {payload.get('requests')}",
         f"connections: {payload.get('connections')}",
     ]
+    if payload.get("metrics_url"):
+        lines.append(f"metrics: {payload['metrics_url']}")
     for backend in payload.get("backends") or []:
         lines.append(f"backend: {backend.get('kind')} {backend.get('location')} "
                      f"(from {backend.get('source')})")

@@ -420,8 +420,9 @@ def _open_http(cls: Any, resolved: Resolved) -> Any:
 class StorePool:
     """One open Store per distinct selection (+ token hash)."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Any = None) -> None:
         self._stores: dict[tuple[str, str, str], Any] = {}
+        self._metrics = metrics  # daemon.metrics: times every store it hands out
         self._described: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def get(self, resolved: Resolved) -> Any:
@@ -429,6 +430,8 @@ class StorePool:
         store = self._stores.get(key)
         if store is None:
             store = self._open(resolved)
+            if self._metrics is not None:
+                store = self._metrics.wrap(store, resolved.kind)
             self._stores[key] = store
             self._described[key] = resolved.describe()
         return store

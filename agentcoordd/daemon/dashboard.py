@@ -12,6 +12,7 @@ elsewhere) over a small JSON API:
     GET  /api/search?q=Q         lanes by PR/issue number, branch, thread handle
     POST /api/import             {launch_prompt, dry_run?, replace?} -> batches/<id>.json
     POST /api/stop               {batch_id, message?} -> one batch.stop_requested event
+    GET  /metrics                the daemon's Prometheus metrics (docs/metrics.md)
 
 Protections:
 
@@ -128,8 +129,10 @@ class Dashboard:
         allowed_peers: Iterable[str] | None = None,
         refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
         on_stop_requested: Callable[[str], None] | None = None,
+        metrics: Callable[[], tuple[str, bytes]] | None = None,
     ) -> None:
         self.store_factory = store_factory
+        self.metrics = metrics  # (content type, exposition) for GET /metrics
         # Told the batch id after a stop request was written (the daemon's stop-notice cache).
         self.on_stop_requested = on_stop_requested
         self.clock = clock
@@ -349,6 +352,10 @@ class Dashboard:
             return 200, STATIC_FILES[name], _static(name)
         if path == "/favicon.ico":
             return 204, "text/plain", b""
+        if path == "/metrics":
+            if self.metrics is None:
+                raise HttpError(404, "metrics are off (agentcoordd --no-metrics)")
+            return 200, *self.metrics()
         ctx = await self._ctx()
         batch = query.get("batch_id") or None
         if path == "/api/overview":

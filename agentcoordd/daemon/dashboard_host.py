@@ -11,10 +11,15 @@ machine's configured backend, the zero-config root). Resolved as a *write*
 manifest, request a stop — go to that backend. A later request for another
 backend re-points the running dashboard and says so. Records it writes carry
 the machine id only, never the session id of whoever ran `dashboard`.
+
+`agentcoordd --metrics-port N` starts the same server at boot on 127.0.0.1:N,
+for `/metrics` (docs/metrics.md); its pages answer 503 until a `dashboard`
+request chooses the backend they show.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -36,8 +41,10 @@ class DashboardHost:
     """The one running dashboard, and which backend it shows."""
 
     def __init__(self, *, pool: backends.StorePool, clock: Clock, stop_notices: StopNotices,
-                 background: Background, log: Any) -> None:
+                 background: Background, log: Any,
+                 metrics: Callable[[], tuple[str, bytes]] | None = None) -> None:
         self.pool = pool
+        self.metrics = metrics  # the /metrics exposition; None with --no-metrics
         self.clock = clock
         self.stop_notices = stop_notices
         self.background = background
@@ -71,11 +78,13 @@ class DashboardHost:
         from agentcoordd.daemon.dashboard import Dashboard  # the web app: only once asked for
 
         def store() -> Any:
-            assert self.resolved is not None
+            if self.resolved is None:  # started by --metrics-port, no `dashboard` request yet
+                raise OperationalError("the dashboard shows no backend yet: run "
+                                       "`agentcoordctl dashboard` to choose the state it shows")
             return self.pool.get(self.resolved)
 
         board = Dashboard(store, self.clock, Identity(machine_id=identity.machine_id),
-                          on_stop_requested=self.stop_notices.forget)
+                          on_stop_requested=self.stop_notices.forget, metrics=self.metrics)
         try:
             await self.background.start(board.serve, HOST, port or 0)
         except OSError as exc:
@@ -85,3 +94,20 @@ class DashboardHost:
             raise OperationalError("agentcoordd is stopping; the dashboard was not started") from None
         self.log.info("dashboard listening", url=board.url)
         return board
+
+    def metrics_url(self) -> str | None:
+        """Where /metrics is served now (None: no server yet, or --no-metrics)."""
+        if self.dashboard is None or self.metrics is None or self.dashboard.port is None:
+            return None
+        return f"{self.dashboard.url}metrics"
+
+    async def serve_at_start(self, port: int) -> None:
+        """`--metrics-port`: the loopback server from the daemon's start. A port that
+        cannot be bound is logged; the daemon serves on without it."""
+        async with self._lock:
+            if self.dashboard is not None:
+                return
+            try:
+                self.dashboard = await self._start(port, Identity())
+            except OperationalError as exc:
+                self.log.error("metrics endpoint not started", error=exc.message, port=port)

@@ -49,6 +49,7 @@ from agentcoordd.daemon.lanes import (
     pid_alive,
     process_start_time,
 )
+from agentcoordd.daemon.metrics import Metrics
 from agentcoordd.daemon.renewal import DEFAULT_IDLE_TIMEOUT, Lane, RenewalLoop, Schedule
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
@@ -120,8 +121,10 @@ def check_flags(keep_alive: p.KeepAlive | None, ttl: int) -> None:
 
 class LaneKeeper:
     def __init__(self, *, pool: backends.StorePool, clock: Clock, credentials: Credentials,
-                 outbox: Delivery, state_dir: str, log: Any = None) -> None:
+                 outbox: Delivery, state_dir: str, log: Any = None,
+                 metrics: Metrics | None = None) -> None:
         self.pool = pool
+        self.metrics = metrics or Metrics()
         self.clock = clock
         self.credentials = credentials
         self.outbox = outbox
@@ -314,13 +317,16 @@ class LaneKeeper:
         if isinstance(error, LaneEnded):
             lane.info["new_holder"] = error.new_holder
             lane.info["end_message"] = error.message
+            self.metrics.renewal("ended")
         elif error is not None:
             self.renewal_failures += 1
+            self.metrics.renewal("failed")
         else:
             lag = max(0.0, boottime() - due)
             lane.info["lag"] = lag
             self.lags.append(lag)
             self.renewals += 1
+            self.metrics.renewal("ok", lag)
 
     async def _on_end(self, lane: Lane) -> None:
         self.ended_at[lane.key] = time.time()

@@ -2,12 +2,17 @@
 
     agentcoordd [--socket PATH] [--state-dir DIR] [--foreground] [--log-level LEVEL]
                 [--max-connections N] [--max-hello-bytes N] [--hello-timeout SECONDS]
-                [--max-buffered-bytes N]
+                [--max-buffered-bytes N] [--metrics-port PORT] [--no-metrics]
 
 Without --foreground the daemon detaches (new session, stdio to /dev/null,
 log appended to STATE_DIR/agentcoordd.log) once its socket is listening.
 systemd and launchd run it with --foreground; systemd socket activation
 (LISTEN_FDS) and Type=notify (NOTIFY_SOCKET) are honoured.
+
+--metrics-port (or AGENT_COORD_METRICS_PORT in the daemon's environment or the
+machine's env file) serves the loopback dashboard server, and with it /metrics,
+on 127.0.0.1:PORT from the start; --no-metrics (AGENT_COORD_METRICS=0) records
+none (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Any
 from agentcoordd import protocol as p
 
 LOG_NAME = "agentcoordd.log"
+METRICS_PORT_VAR = "AGENT_COORD_METRICS_PORT"
+METRICS_VAR = "AGENT_COORD_METRICS"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,6 +53,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     limits.add_argument("--max-buffered-bytes", type=_positive(int), default=None, metavar="N",
                         help="bytes of larger frames read at once across connections "
                         "(default 16777216)")
+    metrics = parser.add_argument_group("metrics (docs/metrics.md)")
+    metrics.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
+                         help="serve /metrics (and the dashboard) on 127.0.0.1:PORT from the start "
+                         f"(default: {METRICS_PORT_VAR} from the environment or the env file, else "
+                         "only once `agentcoordctl dashboard` starts the server)")
+    metrics.add_argument("--no-metrics", action="store_true",
+                         help=f"record no metrics (also ${METRICS_VAR}=0); /metrics answers 404")
     parser.add_argument("--version", action="version", version=f"agentcoordd {p.DAEMON_VERSION}")
     return parser.parse_args(argv)
 
@@ -60,6 +74,38 @@ def _positive(kind: type) -> Any:
             raise argparse.ArgumentTypeError(f"must be positive and finite: {text!r}")
         return value
     return parse
+
+
+def _port(text: str) -> int:
+    if not text.strip().isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"not a TCP port (1-65535): {text!r}")
+    return int(text)
+
+
+def _metrics_settings(args: argparse.Namespace, env: Any) -> tuple[bool, int | None]:
+    """(record metrics?, port to serve from the start). Flags win; then the daemon's
+    environment; then the machine's consumer env file (~/.config/agent-coord/env), so
+    one line there reaches a service and an autostarted daemon alike."""
+    from agentcoordd.daemon import envfiles
+
+    sources = [("environment", env)] + [(f"env file {f.path}", f.values)
+                                        for f in envfiles.existing(env) if f.error is None]
+
+    def setting(name: str) -> tuple[str, str] | None:
+        return next(((where, values[name].strip()) for where, values in sources
+                     if values.get(name, "").strip()), None)
+
+    switch = setting(METRICS_VAR)
+    enabled = not args.no_metrics and (switch is None or switch[1].lower() not in (
+        "0", "false", "no", "off"))
+    port = args.metrics_port
+    found = setting(METRICS_PORT_VAR) if port is None else None
+    if found is not None:
+        try:
+            port = _port(found[1])
+        except argparse.ArgumentTypeError as exc:
+            raise SystemExit(f"agentcoordd: {METRICS_PORT_VAR} ({found[0]}): {exc}") from None
+    return enabled, port
 
 
 def _limits(args: argparse.Namespace) -> Any:
@@ -133,6 +179,7 @@ def _detach(log_path: str) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = os.environ
+    metrics, metrics_port = _metrics_settings(args, env)
     socket_path = os.path.abspath(args.socket or p.default_socket_path(env))
     state_dir = os.path.abspath(args.state_dir or p.default_state_dir(env))
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
@@ -152,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     log = daemon_logging.get_logger()
     limits = _limits(args)
     _raise_fd_limit(limits.max_connections + 256)  # + stores, log, lock files, threads
-    daemon = Daemon(socket_path, state_dir, log=log, limits=limits)
+    daemon = Daemon(socket_path, state_dir, log=log, limits=limits, metrics=metrics,
+                    http_port=metrics_port)
     ready_fd = os.environ.pop("_AGENTCOORDD_READY_FD", None)
 
     def ready() -> None:

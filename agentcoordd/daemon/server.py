@@ -133,7 +133,8 @@ def _connects(path: str) -> bool:
 
 class Daemon:
     def __init__(self, socket_path: str, state_dir: str, *, log: Any = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, metrics: bool = True,
+                 http_port: int | None = None) -> None:
         self.socket_path = os.path.abspath(socket_path)
         self.state_dir = os.path.abspath(state_dir)
         self.lock_path = self.socket_path + ".lock"
@@ -154,7 +155,8 @@ class Daemon:
         self._inode: tuple[int, int] | None = None
         self._stop: anyio.Event | None = None
         self._stop_reason = ""
-        self.svc = Services.build(self, self.state_dir, self.log)
+        self.svc = Services.build(self, self.state_dir, self.log, metrics=metrics,
+                                  http_port=http_port)
 
     # ---- binding -----------------------------------------------------------------
 
@@ -509,8 +511,10 @@ class Daemon:
         finally:
             self.in_flight -= 1
             self.requests += 1
+        elapsed = time.perf_counter() - started
+        self.svc.metrics.request(request, response.exit_code, elapsed)
         log.debug("request", op=type(request).__name__, exit_code=response.exit_code,
-                  ms=round((time.perf_counter() - started) * 1000, 2))
+                  ms=round(elapsed * 1000, 2))
         return response
 
     # ---- introspection -----------------------------------------------------------

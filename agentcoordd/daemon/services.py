@@ -19,6 +19,7 @@ from agentcoordd.daemon.credentials import Credentials
 from agentcoordd.daemon.dashboard_host import DashboardHost
 from agentcoordd.daemon.delivery import Delivery
 from agentcoordd.daemon.keeper import LaneKeeper
+from agentcoordd.daemon.metrics import Metrics, build as build_metrics
 from agentcoordd.daemon.recent import RecentReads
 from agentcoordd.daemon.stopnotice import StopNotices
 
@@ -46,29 +47,38 @@ class Services:
     dashboards: DashboardHost
     pollers: Pollers
     background: Background
+    metrics: Metrics  # the daemon's own Prometheus registry (daemon/metrics.py)
+    http_port: int | None = None  # serve the loopback dashboard + /metrics from the start
 
     @classmethod
-    def build(cls, server: ServerControl, state_dir: str, log: Any) -> Services:
+    def build(cls, server: ServerControl, state_dir: str, log: Any, *, metrics: bool = True,
+              http_port: int | None = None) -> Services:
         clock = SystemClock()
-        pool = StorePool()
+        recorder = build_metrics(metrics)
+        pool = StorePool(metrics=recorder)
         credentials = Credentials()
         outbox = Delivery(pool=pool, credentials=credentials, state_dir=state_dir, log=log)
         keeper = LaneKeeper(pool=pool, clock=clock, credentials=credentials, outbox=outbox,
-                            state_dir=state_dir, log=log)
+                            state_dir=state_dir, log=log, metrics=recorder)
+        recorder.watch(server=server, keeper=keeper, outbox=outbox)
         stop_notices = StopNotices()
         background = Background()
         return cls(server=server, log=log, clock=clock, pool=pool, credentials=credentials,
                    outbox=outbox, keeper=keeper, stop_notices=stop_notices,
                    shared_reads=RecentReads(), stamps=StampQueue(),
                    dashboards=DashboardHost(pool=pool, clock=clock, stop_notices=stop_notices,
-                                            background=background, log=log),
-                   pollers=Pollers(), background=background)
+                                            background=background, log=log,
+                                            metrics=recorder.exposition if recorder.enabled else None),
+                   pollers=Pollers(), background=background, metrics=recorder,
+                   http_port=http_port)
 
     def start(self, tasks: anyio.abc.TaskGroup) -> None:
         """The loops that run for the daemon's lifetime, in the server's task group."""
         self.background.attach(tasks)
         tasks.start_soon(self.keeper.run)  # keep-alive renewals
         tasks.start_soon(self.outbox.run)  # outbox retries
+        if self.http_port is not None:  # --metrics-port: scrapeable without `agentcoordctl dashboard`
+            tasks.start_soon(self.dashboards.serve_at_start, self.http_port)
 
     async def aclose(self) -> None:
         """After the last request: the final lanes save, then close the stores."""
