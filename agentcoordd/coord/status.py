@@ -40,6 +40,7 @@ import operator
 from typing import Any
 
 from agentcoordd.coord import projections as pj
+from agentcoordd.coord.open_requests import batch_open_requests
 from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, split_dependency
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.info import CONTRACT_VERSION
@@ -400,12 +401,16 @@ async def _batch_status(ctx: Ctx, batch_id: str, limit: int | None) -> dict[str,
     elif "batches" not in report.notes:
         report.note("batches", "batch not found")
     heartbeats = [s.projection(now) for s in owners.values() if isinstance(s, pj.HeartbeatView)]
+    # Help/escalation requests without an answer, oldest first (coord.open_requests):
+    # an additive key, present only when there is one (agent-coord's key set otherwise).
+    pending = await batch_open_requests(ctx, prefix, shown_events if limit is None else None, now)
     return report.payload(
         {"kind": "batch", "batch_id": batch_id},
         claims=[],
         heartbeats=heartbeats,
         batches=projected_batches,
         events=shown_events,
+        **({"open_requests": pending} if pending else {}),
     )
 
 
