@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
+from tests.integration import answer_flow
 from tests.integration.helpers import PYTHON, Daemon
 
 BATCH = "wave-9"
-MANIFEST = {"batch_id": BATCH, "repo": "acme/widgets", "launch_prompt": "Claim #311.",
-            "lanes": [{"name": "parser", "owner": "worker-1", "targets": ["311"]}]}
 
 
 def out(result: subprocess.CompletedProcess) -> str:
@@ -28,9 +27,7 @@ def err(result: subprocess.CompletedProcess) -> str:
 
 
 def register(d: Daemon) -> None:
-    path = d.base / "manifest.json"
-    path.write_text(json.dumps(MANIFEST))
-    assert d.ctl("register-batch", "--file", str(path)).returncode == 0
+    answer_flow.register(agent(d), BATCH, d.base)
 
 
 def request_help(d: Daemon, *extra: str) -> str:
@@ -57,54 +54,47 @@ def spawn(d: Daemon, *args: str, **env: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(d.base))
 
 
+def agent(d: Daemon, machine: str = "") -> answer_flow.Agent:
+    env = {"AGENT_COORD_MACHINE_ID": machine} if machine else {}
+    return answer_flow.Agent(ctl=lambda *args: d.ctl(*args, env=env),
+                             spawn=lambda *args: spawn(d, *args, **env))
+
+
 def open_requests(d: Daemon) -> list[dict[str, Any]]:
-    result = d.ctl("status", "--batch-id", BATCH, "--json")
-    assert result.returncode == 0, err(result)
-    return json.loads(out(result))["open_requests"]
+    return answer_flow.open_requests(agent(d), BATCH)
 
 
-def wait_open(d: Daemon, count: int, timeout: float = 15) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = open_requests(d)
-        if len(found) >= count or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
+def wait_open(d: Daemon, count: int) -> list[dict[str, Any]]:
+    return answer_flow.wait_open(agent(d), BATCH, count)
 
 
 def test_answer_round_trip_between_two_agents_on_two_daemons(pair: tuple[Daemon, Daemon]) -> None:
     one, two = pair
-    agent1 = spawn(one, "record-event", "--batch-id", BATCH, "--type", "help_requested",
-                   "--reason", "question", "--lane", "parser", "--agent-id", "worker-1",
-                   "--message", "which database?", "--wait-answer", "30",
-                   AGENT_COORD_MACHINE_ID="m-one")
+    latency = answer_flow.round_trip(agent(one, "m-one"), agent(two, "m-two"), BATCH)
+    assert latency < 5
+    shown = json.loads(out(one.ctl("status", "--batch-id", BATCH, "--json")))["events"]
+    answer = next(e for e in shown if e["type"] == "help_answered")
+    assert answer["machine_id"] == "m-two"  # agent 2's machine, as record-event attributes
+
+
+def test_a_waiter_survives_a_daemon_restart(pair: tuple[Daemon, Daemon]) -> None:
+    one, two = pair
+    asked = request_help(one)
+    waiting = spawn(one, "wait", "--until-answered", "--batch-id", BATCH, "--event-id", asked,
+                    "--timeout", "40")
     try:
-        found = wait_open(two, 1)
-        assert [r["type"] for r in found] == ["help_requested"]
-        request = found[0]
-        assert request["agent_id"] == "worker-1" and request["age_seconds"] >= 0
-        text = two.ctl("status", "--batch-id", BATCH)
-        assert "open requests" in out(text) and request["event_id"] in out(text)
-
-        answered = two.ctl("answer", "--batch-id", BATCH, "--to-event", request["event_id"],
-                           "--message", "use staging", "--decision", "proceed",
-                           "--agent-id", "lead", "--json", env={"AGENT_COORD_MACHINE_ID": "m-two"})
-        assert answered.returncode == 0, err(answered)
-        event = json.loads(out(answered))["event"]
-        assert event["type"] == "help_answered" and event["reply_to"] == request["event_id"]
-        assert event["machine_id"] == "m-two"
-
-        stdout, stderr = agent1.communicate(timeout=30)
+        time.sleep(1.0)
+        one.stop()
+        one.start()
+        assert two.ctl("answer", "--batch-id", BATCH, "--to-event", asked,
+                       "--message", "after the restart").returncode == 0
+        stdout, stderr = waiting.communicate(timeout=40)
     finally:
-        if agent1.poll() is None:
-            agent1.kill()
-            agent1.wait()
-    assert agent1.returncode == 0, stderr.decode()
-    assert stdout.decode().splitlines() == [
-        f"help_answered {event['event_id']} by lead at {event['at']}: use staging",
-        "decision: proceed"]
-    assert f"recorded event {BATCH} {request['event_id']}" in stderr.decode()
-    assert open_requests(one) == [] and open_requests(two) == []
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+    assert waiting.returncode == 0, stderr.decode()
+    assert stdout.decode().rstrip().endswith("after the restart")
 
 
 def test_wait_until_answered_returns_the_earliest_of_two_answers(pair: tuple[Daemon, Daemon]) -> None:
