@@ -63,6 +63,11 @@ def record_and_wait(request: p.RecordEvent, seconds: float, *, json: bool) -> No
         show(response)  # notices and warnings
     except Exit:
         pass
+    if payload.get("action") == "queued":  # nobody can see (or answer) it before delivery
+        eprint(render.printable(render.record_event(payload)))
+        raise fail(f"record-event: the request is not in the backend yet, so nobody can answer it; "
+                   f"later: agentcoordctl wait --until-answered --batch-id {request.batch_id} "
+                   f"--event-id {event.get('event_id')}", p.EXIT_OPERATIONAL)
     eprint(render.printable(render.record_event(payload)) + f"; waiting up to {seconds:g}s for an answer")
     answer.wait_answered(request.batch_id, str(event.get("event_id")), timeout=seconds,
                          interval=1.0, json=json, selection=request.selection)
