@@ -149,3 +149,16 @@ def test_open_requests_are_the_unanswered_ones_oldest_first(clock) -> None:
     ]
     found = open_requests(events, clock.now())
     assert [(r["event_id"], r["age_seconds"]) for r in found] == [("e1", 1800.0), ("e2", 1200.0)]
+
+
+async def test_batch_status_shows_open_requests_only_while_there_are_some(ctx, clock) -> None:
+    from agentcoordd.coord.status import status
+
+    assert "open_requests" not in await status(ctx, batch_id=BATCH)  # agent-coord's key set
+    asked = await ask(ctx)
+    clock.advance(minutes=2)
+    for events in (None, 0):  # every event shown, or none (then a digest scan)
+        shown = await status(ctx, batch_id=BATCH, events=events)
+        assert [(r["event_id"], r["age_seconds"]) for r in shown["open_requests"]] == [(asked, 120.0)]
+    await answers.answer(ctx, batch_id=BATCH, to_event=asked, message="done")
+    assert "open_requests" not in await status(ctx, batch_id=BATCH, events=0)
