@@ -71,6 +71,7 @@ def wait_open(d: Daemon, count: int) -> list[dict[str, Any]]:
 def test_answer_round_trip_between_two_agents_on_two_daemons(pair: tuple[Daemon, Daemon]) -> None:
     one, two = pair
     latency = answer_flow.round_trip(agent(one, "m-one"), agent(two, "m-two"), BATCH)
+    print(f"answer round trip on a local root: answer to print {latency * 1000:.0f} ms")
     assert latency < 5
     shown = json.loads(out(one.ctl("status", "--batch-id", BATCH, "--json")))["events"]
     answer = next(e for e in shown if e["type"] == "help_answered")
