@@ -114,16 +114,28 @@ def test_wait_until_answered_returns_the_earliest_of_two_answers(pair: tuple[Dae
     assert payload["answer"]["message"] == "first" and payload["request"]["event_id"] == asked
 
 
-def test_escalation_is_answered_with_escalation_answered(pair: tuple[Daemon, Daemon]) -> None:
+def test_escalation_is_answered_with_escalation_answered_and_json_waits_print_one_object(
+        pair: tuple[Daemon, Daemon]) -> None:
     one, two = pair
-    made = one.ctl("record-event", "--batch-id", BATCH, "--type", "escalation_requested",
+    asking = spawn(one, "record-event", "--batch-id", BATCH, "--type", "escalation_requested",
                    "--from-route", "small/low", "--to-route", "large/high", "--evidence", "stuck",
-                   "--json")
-    asked = json.loads(out(made))["event"]["event_id"]
-    result = two.ctl("answer", "--batch-id", BATCH, "--to-event", asked, "--message", "granted",
-                     "--json")
-    assert result.returncode == 0, err(result)
-    assert json.loads(out(result))["event"]["type"] == "escalation_answered"
+                   "--wait-answer", "30", "--json")
+    try:
+        asked = wait_open(two, 1)[0]["event_id"]
+        result = two.ctl("answer", "--batch-id", BATCH, "--to-event", asked, "--message",
+                         "granted", "--decision", "large/high", "--json")
+        assert result.returncode == 0, err(result)
+        assert json.loads(out(result))["event"]["type"] == "escalation_answered"
+        stdout, stderr = asking.communicate(timeout=30)
+    finally:
+        if asking.poll() is None:
+            asking.kill()
+            asking.wait()
+    assert asking.returncode == 0, stderr.decode()
+    payload = json.loads(stdout)
+    assert payload["met"] and payload["request"]["event_id"] == asked
+    assert (payload["answer"]["type"], payload["answer"]["decision"]) == ("escalation_answered",
+                                                                          "large/high")
 
 
 def test_no_answer_times_out_with_exit_2_and_one_line(pair: tuple[Daemon, Daemon]) -> None:
