@@ -8,9 +8,10 @@ from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import render, spec
 from agentcoordctl.claims import CLOSEOUT
 from agentcoordctl.options import (
-    BACKEND, BATCH_ID_REQUIRED, BRANCH, JSON, METADATA, OPT_AGENT_ID, OPT_REPO, OPT_TARGET, run,
+    BACKEND, BATCH_ID_REQUIRED, BRANCH, JSON, METADATA, OPT_AGENT_ID, OPT_REPO, OPT_TARGET,
+    positive_seconds, run,
 )
-from agentcoordctl.spec import REQUIRED, Group, Opt
+from agentcoordctl.spec import REQUIRED, Exit, Group, Opt
 from agentcoordd import protocol as p
 
 
@@ -33,12 +34,43 @@ def record_event(*, batch_id: str, type: str, lane: str | None, agent_id: str | 
                  repo: str | None, target: str | None, branch: str | None, status: str | None,
                  message: str | None, typed: dict[str, str], terminal: str | None,
                  pr_state: str | None, evidence_url: str | None, workspace: str | None,
-                 meta: Any, selection: p.Selection, queue_on_failure: bool, json: bool) -> None:
-    run(p.RecordEvent(batch_id=batch_id, type=type, lane=lane, agent_id=agent_id, repo=repo,
+                 meta: Any, selection: p.Selection, queue_on_failure: bool, json: bool,
+                 wait_answer: float | None = None) -> None:
+    message_ = p.RecordEvent(batch_id=batch_id, type=type, lane=lane, agent_id=agent_id, repo=repo,
                       target=target, branch=branch, status=status, message=message, meta=meta,
                       typed=typed, terminal=terminal, pr_state=pr_state, evidence_url=evidence_url,
-                      workspace=workspace, queue_on_failure=queue_on_failure, selection=selection),
-        as_json=json, text=render.record_event)
+                      workspace=workspace, queue_on_failure=queue_on_failure, selection=selection)
+    if wait_answer is not None:
+        record_and_wait(message_, wait_answer, json=json)
+    run(message_, as_json=json, text=render.record_event)
+
+
+def record_and_wait(request: p.RecordEvent, seconds: float, *, json: bool) -> None:
+    """--wait-answer: record the request (its confirmation on stderr), then wait for its
+    answer: stdout gets only the answer (agentcoordctl.answer.wait_answered)."""
+    from agentcoordctl import answer
+    from agentcoordctl.options import eprint, fail, send, show
+
+    if request.type not in answer.REQUEST_TYPES:
+        raise fail("--wait-answer needs --type help_requested or escalation_requested",
+                   p.EXIT_USAGE)
+    response = send(request)
+    if response.exit_code != 0 or not isinstance(response.payload, dict):
+        show(response, as_json=json, text=render.record_event)
+    event = response.payload.get("event") or {}
+    payload, response.payload = response.payload, None
+    try:
+        show(response)  # notices and warnings
+    except Exit:
+        pass
+    if payload.get("action") == "queued":  # nobody can see (or answer) it before delivery
+        eprint(render.printable(render.record_event(payload)))
+        raise fail(f"record-event: the request is not in the backend yet, so nobody can answer it; "
+                   f"later: agentcoordctl wait --until-answered --batch-id {request.batch_id} "
+                   f"--event-id {event.get('event_id')}", p.EXIT_OPERATIONAL)
+    eprint(render.printable(render.record_event(payload)) + f"; waiting up to {seconds:g}s for an answer")
+    answer.wait_answered(request.batch_id, str(event.get("event_id")), timeout=seconds,
+                         interval=1.0, json=json, selection=request.selection)
 
 
 COMMANDS = (spec.Command(
@@ -54,5 +86,8 @@ COMMANDS = (spec.Command(
      Opt("--queue-on-failure", "queue_on_failure", "flag",
          help="If the backend cannot take the event now, queue it in agentcoordd's durable "
          "outbox (retried until delivered; exit 0, action queued, a warning)."),
+     Opt("--wait-answer", "wait_answer", "custom", parse=positive_seconds, metavar="SECONDS",
+         help="help_requested/escalation_requested: then wait this long for the answer and "
+         "print it (exit 0), or exit 2 (no answer yet)."),
      JSON),
     record_event, **AGENT_COORD),)

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from agentcoordctl import spec
-from agentcoordctl.options import BACKEND, BATCH_ID, JSON, run
+from agentcoordctl.options import BACKEND, BATCH_ID, JSON, positive_seconds, run
+from agentcoordctl.render import open_request
+from agentcoordctl.spec import Opt
 from agentcoordd import protocol as p
 
 
@@ -41,6 +43,9 @@ def render(payload: dict[str, Any]) -> str:
         if row.get("qa_message"):
             line += f": {row['qa_message']}"
         lines.append(line)
+    if payload.get("open_requests"):
+        lines.append("open requests")
+        lines.extend(open_request(r) for r in payload["open_requests"])
     for item in payload.get("unreadable") or []:
         lines.append(f"unreadable: {item.get('path')}: {item.get('reason')}")
     for error in payload.get("errors") or []:
@@ -50,10 +55,16 @@ def render(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def health(*, batch_id: str | None, json: bool, selection: p.Selection) -> None:
-    run(p.Health(batch_id=batch_id, selection=selection), as_json=json, text=render)
+def health(*, batch_id: str | None, json: bool, selection: p.Selection,
+           unanswered_after: float | None = None) -> None:
+    run(p.Health(batch_id=batch_id, unanswered_after=unanswered_after, selection=selection),
+        as_json=json, text=render)
 
 
 COMMANDS = (spec.Command(
     ("health",), "Telemetry health signals and QA per PR: exit 0 clean, 1 warnings, 2 unreadable.",
-    (BATCH_ID, JSON, BACKEND), health),)
+    (BATCH_ID, JSON, BACKEND,
+     Opt("--unanswered-after", "unanswered_after", "custom", parse=positive_seconds,
+         metavar="SECONDS", help="Warn (request_unanswered) about a help/escalation request "
+         "open longer than this (default 1800).")),
+    health),)

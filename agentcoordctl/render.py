@@ -136,6 +136,8 @@ def status(payload: dict[str, Any]) -> str:
         f"{_dash(e.get('agent_id'))}" + (f" {e['message']}" if e.get("message") else "")
         for e in payload.get("events") or []
     ])
+    if "open_requests" in payload:  # batch scope: requests nobody answered yet
+        section("open requests", [open_request(r) for r in payload["open_requests"]])
     scope, degraded = _scope_notes(payload)
     if scope:
         lines.append(scope)
@@ -143,6 +145,24 @@ def status(payload: dict[str, Any]) -> str:
         lines.append("degraded")
         lines.extend(f"- {note}" for note in degraded)
     return "\n".join(lines)
+
+
+def age(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)):
+        return "age unknown"
+    seconds = int(seconds)
+    if seconds < 120:
+        return f"{seconds}s"
+    return f"{seconds // 60}m" if seconds < 7200 else f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def open_request(r: dict[str, Any]) -> str:
+    """One open help/escalation request: what `answer --to-event` needs, and its age."""
+    what = r.get("reason") or (f"{r.get('from_route')} -> {r.get('to_route')}"
+                               if r.get("type") == "escalation_requested" else None)
+    return (f"- {r.get('event_id')} {r.get('batch_id')} {r.get('type')} open {age(r.get('age_seconds'))} "
+            f"lane {_dash(r.get('lane'))} agent {_dash(r.get('agent_id'))}"
+            + (f" {what}" if what else "") + (f": {r['message']}" if r.get("message") else ""))
 
 
 def _scope_notes(payload: dict[str, Any]) -> tuple[str, list[str]]:

@@ -4,6 +4,7 @@
     wait --until-free --repo R --target T          a claim on R#T would succeed now
     wait --until-complete --batch-id B             every lane of B reports a terminal status
     wait --until-stop-requested --batch-id B       the batch has a stop request (batch stop)
+    wait --until-answered --batch-id B --event-id ID   the request has an answer (agentcoordctl.answer)
 
 `--until-free` and `--until-complete` poll one `status` request each
 (target or batch scope). An UNKNOWN answer (backend trouble) is not the
@@ -37,15 +38,18 @@ REQUEST_TIMEOUT = 30.0
 def wait(*, until_unblocked: bool, until_free: bool, until_complete: bool,
          until_stop_requested: bool, batch_id: str | None, lane: str | None, repo: str | None,
          target: str | None, timeout: float, interval: float, json: bool,
-         selection: p.Selection) -> None:
+         selection: p.Selection, until_answered: bool = False,
+         event_id: str | None = None) -> None:
     modes = [m for m, on in (("until-unblocked", until_unblocked), ("until-free", until_free),
                              ("until-complete", until_complete),
-                             ("until-stop-requested", until_stop_requested)) if on]
+                             ("until-stop-requested", until_stop_requested),
+                             ("until-answered", until_answered)) if on]
     if len(modes) != 1:
         raise fail("choose exactly one of --until-unblocked, --until-free, --until-complete, "
-                   "--until-stop-requested", p.EXIT_USAGE)
+                   "--until-stop-requested, --until-answered", p.EXIT_USAGE)
     mode = modes[0]
-    if mode in ("until-unblocked", "until-complete", "until-stop-requested") and not batch_id:
+    if mode in ("until-unblocked", "until-complete", "until-stop-requested",
+                "until-answered") and not batch_id:
         raise fail(f"--{mode} needs --batch-id", p.EXIT_USAGE)
     if mode == "until-unblocked" and not lane:
         raise fail("--until-unblocked needs --lane", p.EXIT_USAGE)
@@ -53,6 +57,13 @@ def wait(*, until_unblocked: bool, until_free: bool, until_complete: bool,
         raise fail("--until-free needs --repo and --target", p.EXIT_USAGE)
     if timeout <= 0 or interval <= 0:
         raise fail("--timeout and --interval must be positive", p.EXIT_USAGE)
+    if mode == "until-answered":
+        if not event_id:
+            raise fail("--until-answered needs --event-id", p.EXIT_USAGE)
+        from agentcoordctl.answer import wait_answered
+
+        wait_answered(str(batch_id), event_id, timeout=timeout, interval=interval, json=json,
+                      selection=selection)
     chosen = selection
     if mode in DAEMON_WAITS:
         build = DAEMON_WAITS[mode]
@@ -259,8 +270,11 @@ COMMANDS = (spec.Command(
          help="Until every lane of --batch-id is terminal."),
      Opt("--until-stop-requested", "until_stop_requested", "flag",
          help="Until --batch-id has a stop request (`batch stop`)."),
+     Opt("--until-answered", "until_answered", "flag",
+         help="Until event --event-id of --batch-id (a help/escalation request) is answered."),
      Opt("--batch-id", "batch_id", metavar="ID"),
      Opt("--lane", "lane", metavar="LANE"),
+     Opt("--event-id", "event_id", metavar="EVENT_ID", help="--until-answered: the request."),
      OPT_REPO, OPT_TARGET,
      Opt("--timeout", "timeout", "custom", default=DEFAULT_TIMEOUT, parse=positive_seconds,
          metavar="SECONDS", help="Give up after this long: exit 2 (default 3600)."),

@@ -256,6 +256,24 @@ class WaitUnblocked(_Wait, tag_field="op", tag="wait_unblocked", kw_only=True):
     lane: str
 
 
+class WaitAnswered(_Wait, tag_field="op", tag="wait_answered", kw_only=True):
+    """`wait --until-answered --batch-id B --event-id ID` (and `record-event --wait-answer`):
+    the request has an answer (the earliest is returned)."""
+
+    batch_id: str
+    event_id: str
+
+
+class Answer(_Request, tag_field="op", tag="answer", kw_only=True):
+    """`answer --batch-id B --to-event ID --message TEXT`: help_answered/escalation_answered."""
+
+    batch_id: str
+    to_event: str
+    message: str
+    decision: str | None = None
+    agent_id: str | None = None
+
+
 class Doctor(_Request, tag_field="op", tag="doctor", kw_only=True):
     """`doctor [--deep] [--doctor-prefix P] [--stack-json]`: can coordination be trusted?"""
 
@@ -283,6 +301,8 @@ class Health(_Request, tag_field="op", tag="health", kw_only=True):
     """`health [--batch-id B]`: the telemetry contract's health signals and QA per PR."""
 
     batch_id: str | None = None
+    # Warn about a help/escalation request open longer than this (None: the daemon's default).
+    unanswered_after: Float | None = None
 
 
 class Overview(_Request, tag_field="op", tag="overview", kw_only=True):
@@ -320,6 +340,8 @@ Request = Union[
     OutboxFlush,
     WaitStopRequested,
     WaitUnblocked,
+    WaitAnswered,
+    Answer,
 ]
 REQUEST_TYPES: tuple[type[_Request], ...] = Request.__args__  # type: ignore[attr-defined]
 
@@ -368,7 +390,8 @@ ClientFrame = Union[Hello, Claim, Release, Heartbeat, RecordEvent, RegisterBatch
                     BatchAudit, Gc, Version, ConfigShow, DaemonStatus, DaemonStop,
                     Lanes, LanesStop, Doctor,
                     BatchStop, BatchStopped, Health, Overview, Dashboard,
-                    OutboxList, OutboxFlush, WaitStopRequested, WaitUnblocked]
+                    OutboxList, OutboxFlush, WaitStopRequested, WaitUnblocked,
+                    WaitAnswered, Answer]
 ServerFrame = Union[Welcome, Progress, Response]
 
 

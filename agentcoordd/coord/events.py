@@ -14,7 +14,7 @@ from agentcoordd.model.records import SCHEMA_VERSION, Event, Metadata, load
 from agentcoordd.model.status import normalize_status
 from agentcoordd.model.timefmt import format_ts, new_event_id
 from agentcoordd.model import typed_events
-from agentcoordd.model.typed_events import TYPED_EVENTS, TYPED_FIELDS
+from agentcoordd.model.typed_events import ANSWER_TYPES, TYPED_EVENTS, TYPED_FIELDS
 from agentcoordd.model.validation import contract_error
 from agentcoordd.store.base import Conflict
 
@@ -144,6 +144,9 @@ async def record_event(
 
     if lane is not None:
         ids.event_lane(text_field("lane", lane))
+    if event_type in ANSWER_TYPES.values():  # only `answer` checks the request it answers
+        raise UsageError(f"--type {event_type} is written by `agentcoordctl answer --batch-id "
+                         f"{batch_id} --to-event ID --message TEXT`")
     if event_type == "lane_closed":
         if typed and any(v is not None for v in typed.values()):
             raise UsageError("typed event fields do not apply to --type lane_closed")

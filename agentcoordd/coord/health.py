@@ -31,7 +31,11 @@ them telemetry bugs of the batch runner or worker prompt:
   whose owner has no heartbeat record;
 * `batch_without_history` — a manifest with no event for its batch, neither
   in the Store (`events/<id>/`) nor in local JSONL history;
-* `malformed_history_line` — a JSONL history line (or file) that was skipped.
+* `malformed_history_line` — a JSONL history line (or file) that was skipped;
+* `request_unanswered` — a help_requested / escalation_requested event without
+  an answer (coord.answers) for longer than `unanswered_after` seconds
+  (default 30 minutes, `health --unanswered-after`). Every open request, with
+  its age, is listed in `open_requests` whatever its age (additive keys).
 
 QA (`qa`, one row per PR; informational, never changes the exit code): the
 PRs are the manifests' `pull_request` targets and lane `pr_url`s, the
@@ -52,11 +56,12 @@ from typing import Any
 
 from agentcoordd.coord import prompt as prompt_reader
 from agentcoordd.coord import telemetry
+from agentcoordd.coord.open_requests import open_requests
 from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_of
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.info import CONTRACT_VERSION
 from agentcoordd.model import ids
-from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL
+from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL, UsageError
 from agentcoordd.model.timefmt import format_ts, parse_ts
 from agentcoordd.store.base import StoreError
 from agentcoordd.store.cache import Malformed, Scan, scan
@@ -71,7 +76,9 @@ SIGNALS = (
     "lane_without_heartbeat",
     "batch_without_history",
     "malformed_history_line",
+    "request_unanswered",
 )
+DEFAULT_UNANSWERED_AFTER = 1800.0
 MACHINE_FIELDS = ("machine_id", "machine", "hostname")
 _PR_URL = re.compile(r"github\.com/([^/\s]+)/([^/\s]+)/pull/(\d+)", re.IGNORECASE)
 _KEEP = ("agent_id", "repo", "target", "batch_id", "status", "terminal", "expires_at",
@@ -152,10 +159,15 @@ class _Report:
         return result
 
 
-async def health(ctx: Ctx, *, batch_id: str | None = None) -> dict[str, Any]:
+async def health(ctx: Ctx, *, batch_id: str | None = None,
+                 unanswered_after: float | None = None) -> dict[str, Any]:
     if batch_id is not None:
         ids.batch_id(batch_id)
-    now_text = format_ts(ctx.clock.now())
+    threshold = DEFAULT_UNANSWERED_AFTER if unanswered_after is None else unanswered_after
+    if not threshold >= 0:
+        raise UsageError(f"--unanswered-after must not be negative: {unanswered_after}")
+    now = ctx.clock.now()
+    now_text = format_ts(now)
     report = _Report()
     claims = await report.scan(ctx, "claims", _digest, "health.claims")
     beats = await report.scan(ctx, "heartbeats", _digest, "health.heartbeats")
@@ -293,6 +305,15 @@ async def health(ctx: Ctx, *, batch_id: str | None = None) -> dict[str, Any]:
         report.warn("malformed_history_line", telemetry._problem_text(problem),
                     path=problem["file"], line=problem.get("line"))
 
+    pending = open_requests(history.events, now)
+    for request in pending:
+        if request["age_seconds"] is not None and request["age_seconds"] > threshold:
+            report.warn("request_unanswered",
+                        f"{request['type']} {request['event_id']} of batch {request.get('batch_id')} "
+                        f"has no answer after {int(request['age_seconds'])}s",
+                        **{k: request.get(k) for k in ("batch_id", "lane", "agent_id")},
+                        event_id=request["event_id"], age_seconds=request["age_seconds"])
+
     qa_rows = _qa(batch_rows, scoped_claims, [b for p, b in beats.rows if in_scope(b, p.rsplit("/", 1)[-1].removesuffix(".json"))], history.events)
     counts = {name: 0 for name in SIGNALS}
     for warning in report.warnings:
@@ -311,6 +332,8 @@ async def health(ctx: Ctx, *, batch_id: str | None = None) -> dict[str, Any]:
         "warnings": report.warnings,
         "qa": qa_rows,
         "qa_summary": qa_counts,
+        "open_requests": pending,
+        "unanswered_after_seconds": threshold,
         "unreadable": report.unreadable,
         "errors": report.errors,
         "partial": report.partial,

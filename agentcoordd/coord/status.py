@@ -40,6 +40,7 @@ import operator
 from typing import Any
 
 from agentcoordd.coord import projections as pj
+from agentcoordd.coord.open_requests import batch_open_requests
 from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, split_dependency
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.info import CONTRACT_VERSION
@@ -169,9 +170,11 @@ def _most_recent(rows: list[tuple[str, float]], limit: int | None) -> tuple[list
 
 
 async def _recent_events(
-    ctx: Ctx, report: _Report, prefix: str, limit: int | None
+    ctx: Ctx, report: _Report, prefix: str, limit: int | None,
+    every: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Events below `prefix`, the most recent `limit` of each batch, by `at`."""
+    """Events below `prefix`, the most recent `limit` of each batch, by `at`.
+    `every` receives all of them when the listing carried them anyway (remote)."""
     projections: dict[str, dict[str, Any]] | None = None
     if caches(ctx.store):
         # Local files: keep only sort keys for every event, read the shown ones.
@@ -182,6 +185,8 @@ async def _recent_events(
         both = await report.scan(ctx, "events", prefix, pj.event_status_digest, "status.event_rows")
         rows = [(path, key) for path, (key, _) in both.rows]
         projections = {path: projection for path, (_, projection) in both.rows}
+        if every is not None:
+            every.extend(projections.values())
     chosen, omitted = _most_recent(rows, limit)
     if omitted:
         report.note(
@@ -354,7 +359,8 @@ async def _batch_status(ctx: Ctx, batch_id: str, limit: int | None) -> dict[str,
     report = _Report()
     report.note("claims", "not checked in batch scope")
     batch = await _read_object(ctx, report, "batches", path, "batch unreadable")
-    shown_events = await _recent_events(ctx, report, prefix, limit)
+    listed: list[dict[str, Any]] = []  # every event, when the listing carried them
+    shown_events = await _recent_events(ctx, report, prefix, limit, listed)
 
     owners: dict[str, Any] = {}  # owner -> heartbeat outcome, in first-read order
 
@@ -400,12 +406,17 @@ async def _batch_status(ctx: Ctx, batch_id: str, limit: int | None) -> dict[str,
     elif "batches" not in report.notes:
         report.note("batches", "batch not found")
     heartbeats = [s.projection(now) for s in owners.values() if isinstance(s, pj.HeartbeatView)]
+    # Help/escalation requests without an answer, oldest first (coord.open_requests):
+    # an additive key, present only when there is one (agent-coord's key set otherwise).
+    pending = await batch_open_requests(
+        ctx, prefix, shown_events if limit is None else (listed or None), now)
     return report.payload(
         {"kind": "batch", "batch_id": batch_id},
         claims=[],
         heartbeats=heartbeats,
         batches=projected_batches,
         events=shown_events,
+        **({"open_requests": pending} if pending else {}),
     )
 
 

@@ -48,6 +48,7 @@ from agentcoordd.coord.common import text_field
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
 from agentcoordd.model.timefmt import event_time, parse_ts  # noqa: F401 - event_time: readers' import
+from agentcoordd.model.typed_events import ANSWER_TYPES
 from agentcoordd.store.base import InvalidRecord, StoreError
 from agentcoordd.store.cache import Malformed, Scan, scan
 from agentcoordd.store.history import JsonlHistory
@@ -138,12 +139,17 @@ _SIGNAL_FIELDS = ("batch_id", "type", "event_id", "at", "timestamp", "repo", "ta
                   "agent_id", "status", "message", "pr_url", "machine_id", "operator")
 
 
+_REQUESTS_AND_ANSWERS = frozenset({*ANSWER_TYPES, *ANSWER_TYPES.values()})
+
+
 def _signal_digest(path: str, data: Any) -> dict[str, Any]:
     """A small per-event digest: identity and time for all, detail for signals."""
     if not isinstance(data, dict):
         raise Malformed("not a JSON object")
     kind = data.get("type")
     keep = _SIGNAL_FIELDS if is_qa_event(kind) or (isinstance(kind, str) and kind.startswith("batch.")) else ("batch_id", "type", "event_id", "at", "timestamp")
+    if kind in _REQUESTS_AND_ANSWERS:  # health's open requests (coord.answers)
+        keep = (*_SIGNAL_FIELDS, "reply_to", "reason", "from_route", "to_route")
     out = {k: data[k] for k in keep if data.get(k) is not None}
     if path.count("/") >= 2:
         out.setdefault("batch_id", path.split("/")[1])

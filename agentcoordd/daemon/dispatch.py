@@ -17,6 +17,7 @@ import anyio
 from agentcoordd import protocol as p
 from agentcoordd.daemon.call import Call, Progress
 from agentcoordd.daemon.handlers import (
+    answers,
     audit,
     batch,
     claim,
@@ -55,6 +56,8 @@ HANDLERS: dict[type, Handler] = {
     p.BatchStopped: batch.handle_stopped,
     p.WaitStopRequested: waits.handle_stop_requested,
     p.WaitUnblocked: waits.handle_unblocked,
+    p.WaitAnswered: answers.handle_wait,
+    p.Answer: answers.handle,
     p.Lanes: lanes.handle,
     p.LanesStop: lanes.handle_stop,
     p.OutboxList: outbox.handle,

@@ -57,6 +57,7 @@ class SharedReads:
         self.max_age = max_age
         self.timer = timer
         self._fresh: dict[str, tuple[float, Versioned | None]] = {}
+        self._listed: dict[tuple[str, str, int | None, str | None], tuple[float, Page]] = {}
         self._flight = SingleFlight()
         self.reads = 0  # reads that reached the store (for tests and benchmarks)
 
@@ -102,7 +103,21 @@ class SharedReads:
         await self.store.delete(path, version)
 
     async def list(self, prefix: str, limit: int | None = None, cursor: str | None = None) -> Page:
-        return await self.store.list(prefix, limit, cursor)
+        """Listings are shared like gets (`wait --until-answered` lists a batch's
+        recent events; waiters of one batch use one cursor, coord.answers)."""
+        key = ("list", prefix, limit, cursor)
+        hit = self._listed.get(key)
+        if hit is not None and self.timer() - hit[0] < self.max_age:
+            return hit[1]
+        return await self._flight.do(key, lambda: self._list(key))
+
+    async def _list(self, key: tuple[str, str, int | None, str | None]) -> Page:
+        self.reads += 1
+        page = await self.store.list(key[1], key[2], key[3])
+        if len(self._listed) >= MAX_ENTRIES:
+            self._listed.clear()
+        self._listed[key] = (self.timer(), page)
+        return page
 
     async def aclose(self) -> None:
         await self.store.aclose()

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from agentcoordd.model import records
+from agentcoordd.model import records, typed_events
 from agentcoordd.model.foundation import (
     batch_blocker,
     batch_completion,
@@ -99,8 +99,13 @@ REGISTRY: tuple[Contract, ...] = (
         CONTRACTS, "event-schema-v1.json", "event", 1, "agentcoord ordinary event v1",
         "events/<batch-id>/<event-id>.json, append-only. Free-form types are allowed; the four "
         "typed operational signals (help_requested, escalation_requested, error, "
-        "human_intervention) carry only their own typed fields, checked by validate.",
+        "human_intervention) and the two answers (help_answered, escalation_answered: "
+        "reply_to = the request's event_id, message, optional decision) carry only their own "
+        "typed fields, checked by validate (x-typed-events).",
         records.Event, record_family=True,
+        # The typed types and their fields (answers too: reply_to is the request's
+        # event_id), from the one table record-event, answer and validate use.
+        meta={"x-typed-events": typed_events.contract_table()},
     ),
     Contract(
         CONTRACTS, "state-schema-v2.json", "lane_closed", 2,

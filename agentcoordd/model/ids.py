@@ -66,6 +66,11 @@ def event_type(value: object) -> str:
     return _segment("event type", value)
 
 
+def event_id(value: object) -> str:
+    """An event's id: one path segment (an answer's `reply_to` names one)."""
+    return _segment("event-id", value)
+
+
 def event_lane(value: object) -> str:
     """An ordinary event's lane: payload, so any text but empty or a `batch:lane` ref
     (agent-coord's rule; a batch's own lane names are strict, see lane_name)."""

@@ -176,6 +176,9 @@ class Event(LaneMetadata, kw_only=True):
     severity: str | None = None
     category: str | None = None
     kind: str | None = None
+    # answers (help_answered, escalation_answered): the request's event_id
+    reply_to: str | None = None
+    decision: str | None = None
 
 
 class LaneClosed(LaneMetadata, kw_only=True):

@@ -93,6 +93,8 @@ def _event(record: records.Event, data: dict[str, Any]) -> list[Violation]:
         found.append(Violation("$.type", "lane_closed events follow the lane_closed (v2) family"))
     if record.lane is not None:
         found += _lane_name(record.lane, "$.lane", ids.event_lane)
+    if record.reply_to:  # an answer names its request by id: it must be one
+        found += _lane_name(record.reply_to, "$.reply_to", ids.event_id)
     for kind, name in typed_events.problems(record.type, data):
         if kind == "foreign":
             why = f"{name} is not a field of type {record.type}"

@@ -111,6 +111,10 @@ STRICT: list[Allowance] = [
         compat="#version-json-keys",
         why="version --json adds the client/daemon/protocol versions and the daemon pid"),
     AdditiveJson(
+        scenario="record_event_typed_valid", steps=(6,), keys=("open_requests",),
+        compat="#open-requests",
+        why="status --batch-id lists the help/escalation requests nobody answered yet"),
+    AdditiveJson(
         scenario="usage_errors", steps=(9,), lists=WORKING_VOCABULARY, compat="#working-statuses",
         why="config show --json lists the telemetry contract's working statuses"),
     AdditiveJson(

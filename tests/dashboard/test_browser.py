@@ -192,6 +192,25 @@ def test_a_stop_request_appears_as_an_event_and_reaches_the_lane(driver: Any, se
     assert "Restart with smaller lanes." in (telemetry.stop_notice(state) or "")
 
 
+def test_the_batch_view_lists_an_open_request_until_it_is_answered(driver: Any, served: Served, clock) -> None:  # noqa: ANN001
+    from agentcoordd.coord import answers, events
+
+    generate(served.root, "batch-demo-5", 5, clock.now())
+    asked = served.portal.call(lambda: events.record_event(
+        served.ctx, batch_id="batch-demo-5", type="help_requested", lane="l1", agent_id="w-1",
+        message="which database?", typed={"reason": "question"}))["event"]["event_id"]
+    driver.get(served.url)
+    wait_for(driver, "return document.body.dataset.renderedLanes === '5'")
+    driver.find_element("css selector", "[data-open-batch='batch-demo-5']").click()
+    row = wait_for(driver, "return document.querySelector(`#batch-requests tr.request[data-event='${arguments[0]}']`)", asked)
+    assert "help_requested" in row.text and "which database?" in row.text
+
+    served.portal.call(lambda: answers.answer(served.ctx, batch_id="batch-demo-5", to_event=asked,
+                                              message="staging"))
+    wait_for(driver, "return !document.querySelector('#batch-requests tr.request')")
+    assert "No open requests." in driver.find_element("id", "batch-requests").text
+
+
 def test_overview_render_time_over_1000_lanes(driver: Any, served: Served, clock) -> None:  # noqa: ANN001
     generate(served.root, "batch-demo-1000", 1000, clock.now())
 

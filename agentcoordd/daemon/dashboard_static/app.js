@@ -160,6 +160,7 @@ async function loadBatch() {
     (stop.stop_requested ? `<p>${badge("stop requested", "stop")} at ${esc(stop.requested_at)} ${esc(stop.message)}` +
       (stop.stopped ? ` · ${badge("stopped", "stop")} at ${esc(stop.stopped_at)}` : "") + `</p>` : "") +
     (data.history.problems.length ? `<p class="error">${data.history.problems.length} malformed history line(s) skipped</p>` : "");
+  $("batch-requests").innerHTML = renderRequests(data.status.open_requests || []);
   const overviewBatch = state.overview && state.overview.batches.find((b) => b.batch_id === data.batch_id);
   const lanes = overviewBatch ? overviewBatch.lanes : [];
   $("batch-lanes").innerHTML = table(LANE_HEADERS, lanes.map((l) => laneRow(l, false)));
@@ -168,6 +169,15 @@ async function loadBatch() {
     events.map((e) => `<tr class="event" data-type="${esc(e.type)}"><td>${esc(e.at)}</td><td>${esc(e.type)}</td><td>${esc(e.lane)}</td>` +
       `<td>${esc(e.agent_id)}</td><td>${esc(e.target)}</td><td>${esc(e.status)}</td><td>${esc(e.machine_id)}</td>` +
       `<td class="msg">${esc(e.message)}</td><td>${esc(e.source)}</td></tr>`));
+}
+
+// Help/escalation requests nobody answered (`agentcoordctl answer --to-event ID`).
+function renderRequests(requests) {
+  if (!requests.length) return `<p class="muted">No open requests.</p>`;
+  return table(["Event", "Type", "Open for", "Lane", "Agent", "Message"],
+    requests.map((r) => `<tr class="request" data-event="${esc(r.event_id)}"><td><code>${esc(r.event_id)}</code></td>` +
+      `<td>${esc(r.type)}</td><td>${esc(Math.round((r.age_seconds || 0) / 60))} min</td><td>${esc(r.lane)}</td>` +
+      `<td>${esc(r.agent_id)}</td><td class="msg">${esc(r.message || r.reason)}</td></tr>`));
 }
 
 async function requestStop() {
