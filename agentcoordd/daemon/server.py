@@ -133,7 +133,7 @@ def _connects(path: str) -> bool:
 
 class Daemon:
     def __init__(self, socket_path: str, state_dir: str, *, log: Any = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, config: str | None = None) -> None:
         self.socket_path = os.path.abspath(socket_path)
         self.state_dir = os.path.abspath(state_dir)
         self.lock_path = self.socket_path + ".lock"
@@ -154,7 +154,7 @@ class Daemon:
         self._inode: tuple[int, int] | None = None
         self._stop: anyio.Event | None = None
         self._stop_reason = ""
-        self.svc = Services.build(self, self.state_dir, self.log)
+        self.svc = Services.build(self, self.state_dir, self.log, config=config)
 
     # ---- binding -----------------------------------------------------------------
 

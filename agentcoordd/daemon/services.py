@@ -19,6 +19,7 @@ from agentcoordd.daemon.credentials import Credentials
 from agentcoordd.daemon.dashboard_host import DashboardHost
 from agentcoordd.daemon.delivery import Delivery
 from agentcoordd.daemon.keeper import LaneKeeper
+from agentcoordd.daemon.notify import Notifier
 from agentcoordd.daemon.recent import RecentReads
 from agentcoordd.daemon.stopnotice import StopNotices
 
@@ -46,15 +47,19 @@ class Services:
     dashboards: DashboardHost
     pollers: Pollers
     background: Background
+    notifier: Notifier  # notifications to people, through their own durable outbox
 
     @classmethod
-    def build(cls, server: ServerControl, state_dir: str, log: Any) -> Services:
+    def build(cls, server: ServerControl, state_dir: str, log: Any,
+              config: str | None = None) -> Services:
         clock = SystemClock()
         pool = StorePool()
         credentials = Credentials()
-        outbox = Delivery(pool=pool, credentials=credentials, state_dir=state_dir, log=log)
+        notifier = Notifier(state_dir=state_dir, log=log, config_flag=config)
+        outbox = Delivery(pool=pool, credentials=credentials, state_dir=state_dir, log=log,
+                          on_delivered=notifier.on_event_delivered)
         keeper = LaneKeeper(pool=pool, clock=clock, credentials=credentials, outbox=outbox,
-                            state_dir=state_dir, log=log)
+                            state_dir=state_dir, log=log, notifier=notifier)
         stop_notices = StopNotices()
         background = Background()
         return cls(server=server, log=log, clock=clock, pool=pool, credentials=credentials,
@@ -62,16 +67,18 @@ class Services:
                    shared_reads=RecentReads(), stamps=StampQueue(),
                    dashboards=DashboardHost(pool=pool, clock=clock, stop_notices=stop_notices,
                                             background=background, log=log),
-                   pollers=Pollers(), background=background)
+                   pollers=Pollers(), background=background, notifier=notifier)
 
     def start(self, tasks: anyio.abc.TaskGroup) -> None:
         """The loops that run for the daemon's lifetime, in the server's task group."""
         self.background.attach(tasks)
         tasks.start_soon(self.keeper.run)  # keep-alive renewals
         tasks.start_soon(self.outbox.run)  # outbox retries
+        tasks.start_soon(self.notifier.run)  # notification retries
 
     async def aclose(self) -> None:
         """After the last request: the final lanes save, then close the stores."""
         self.background.attach(None)
         self.keeper.close()
+        await self.notifier.aclose()
         await self.pool.aclose()
