@@ -15,6 +15,7 @@ the machine id only, never the session id of whoever ran `dashboard`.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -36,8 +37,11 @@ class DashboardHost:
     """The one running dashboard, and which backend it shows."""
 
     def __init__(self, *, pool: backends.StorePool, clock: Clock, stop_notices: StopNotices,
-                 background: Background, log: Any) -> None:
+                 background: Background, log: Any,
+                 on_events: Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
+                 | None = None) -> None:
         self.pool = pool
+        self.on_events = on_events  # events the dashboard wrote (notifications)
         self.clock = clock
         self.stop_notices = stop_notices
         self.background = background
@@ -75,7 +79,7 @@ class DashboardHost:
             return self.pool.get(self.resolved)
 
         board = Dashboard(store, self.clock, Identity(machine_id=identity.machine_id),
-                          on_stop_requested=self.stop_notices.forget)
+                          on_stop_requested=self.stop_notices.forget, on_events=self.on_events)
         try:
             await self.background.start(board.serve, HOST, port or 0)
         except OSError as exc:

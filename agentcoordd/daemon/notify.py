@@ -418,7 +418,7 @@ class Notifier(Retrying):
             raise NotSent(self._down[target]) from None
         except Exception as exc:
             self._down[target] = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-            raise
+            raise DeliveryFailed(self._down[target]) from exc
         await anyio.to_thread.run_sync(self.sent.add, key, self.outbox.clock())
         self._log("info", "notification delivered", target=target, signal=entry.signal,
                   path=entry.path, attempts=entry.attempts + 1)
@@ -445,14 +445,25 @@ class Notifier(Retrying):
                "AGENTCOORD_EVENT_ID": str(entry.record.get("event_id", "")),
                "AGENTCOORD_BATCH_ID": str(entry.record.get("batch_id", ""))}
         try:
-            done = await anyio.run_process(argv, input=body, stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.PIPE, check=False, env=env,
-                                           cwd=str(self.outbox.dir))
+            process = await anyio.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.PIPE, env=env,
+                                               cwd=str(self.outbox.dir))
         except OSError as exc:
             raise DeliveryFailed(f"command {argv[0]!r} could not start: {exc.strerror or exc}") from None
-        if done.returncode != 0:
-            tail = " ".join(done.stderr.decode("utf-8", "replace").split())[-200:]
-            raise DeliveryFailed(f"command exited {done.returncode}" + (f": {tail}" if tail else ""))
+        errors = bytearray()
+        async with process:  # a timeout (the caller's fail_after) kills it
+            assert process.stdin is not None and process.stderr is not None
+            try:
+                await process.stdin.send(body)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass  # the command need not read its stdin
+            await process.stdin.aclose()
+            async for chunk in process.stderr:
+                errors += chunk[:max(0, 4096 - len(errors))]
+            code = await process.wait()
+        if code != 0:
+            tail = " ".join(errors.decode("utf-8", "replace").split())[-200:]
+            raise DeliveryFailed(f"command exited {code}" + (f": {tail}" if tail else ""))
 
     async def aclose(self) -> None:
         if self._http is not None:

@@ -66,7 +66,8 @@ class Services:
                    outbox=outbox, keeper=keeper, stop_notices=stop_notices,
                    shared_reads=RecentReads(), stamps=StampQueue(),
                    dashboards=DashboardHost(pool=pool, clock=clock, stop_notices=stop_notices,
-                                            background=background, log=log),
+                                            background=background, log=log,
+                                            on_events=notifier.notice),
                    pollers=Pollers(), background=background, notifier=notifier)
 
     def start(self, tasks: anyio.abc.TaskGroup) -> None:
