@@ -338,6 +338,11 @@ class Notifier(Retrying):
         if s.targets:
             self._log("info", "notifications configured", **s.describe())
 
+    def current(self) -> Settings:
+        """The settings, re-read first if one of their files changed (a few stats)."""
+        self.reload_if_changed()
+        return self.settings
+
     def reload_if_changed(self) -> None:
         signature = self._current_signature()
         if signature == self._signature:
@@ -356,9 +361,11 @@ class Notifier(Retrying):
 
     async def notice(self, events: list[tuple[str, dict[str, Any]]]) -> None:
         """Queue a notification for every matching event (fsync'd); never raises."""
+        if not events:
+            return
         try:
-            settings = self.settings
-            if not settings.targets or not events:
+            settings = self.current()
+            if not settings.targets:
                 return
             matched = [(path, record, signal) for path, record in events
                        if isinstance(record, dict)
@@ -484,7 +491,7 @@ class Notifier(Retrying):
 
     def summary(self) -> dict[str, Any]:
         rows = self.rows()
-        return {**self.settings.describe(), "path": str(self.outbox.path), "depth": len(rows),
+        return {**self.current().describe(), "path": str(self.outbox.path), "depth": len(rows),
                 "delivered": self.delivered, "failing": sum(1 for r in rows if r["attempts"])}
 
 

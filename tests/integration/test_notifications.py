@@ -307,6 +307,22 @@ def test_a_hanging_webhook_does_not_slow_the_write(daemon_factory: Any, receiver
     assert max(receiver.ids().values()) >= 1
 
 
+def test_a_config_file_written_while_the_daemon_runs_applies_without_a_restart(
+        daemon_factory: Any, receiver: Receiver) -> None:
+    d = daemon_factory()
+    d.extra_env["XDG_CONFIG_HOME"] = str(d.base / "xdgconfig")
+    d.start()
+    ok(d.ctl("record-event", "--batch-id", "b1", "--type", "human_intervention", "--kind", "drain"))
+    configure(d, webhook=receiver.url)
+    ok(d.ctl("record-event", "--batch-id", "b1", "--type", "human_intervention", "--kind", "drain"))
+    assert wait_for(lambda: len(receiver.posts) == 1, 10.0)
+    time.sleep(1.0)
+    assert len(receiver.posts) == 1  # the event before the file existed does not notify
+    shown = json.loads(ok(d.ctl("config", "show", "--json")).stdout)["notifications"]
+    assert shown["configured"] is True and shown["sources"]["webhook"].startswith(
+        "notifications.webhook (config file ")
+
+
 def test_bad_configuration_is_one_line_in_the_log_and_in_doctor_and_the_daemon_runs(
         daemon_factory: Any) -> None:
     d = daemon_factory()
@@ -333,3 +349,8 @@ def test_config_show_redacts_the_webhook_and_command(daemon_factory: Any, receiv
     assert shown["command"] == "notify-send … (2 arguments)"
     assert "s3cret" not in json.dumps(shown) and "secret-path" not in json.dumps(shown)
     assert shown["signals"] == list(DEFAULT_SIGNALS)
+    text = ok(d.ctl("config", "show")).stdout.decode()
+    assert text.splitlines()[-1] == (
+        f"notifications: webhook http://127.0.0.1:{receiver.port}/… and command notify-send … "
+        f"(2 arguments); signals: {','.join(DEFAULT_SIGNALS)}")
+    assert "s3cret" not in text

@@ -101,7 +101,7 @@ async def handle(request: p.Doctor, svc: Services, call: Call) -> p.Response:
     }
     # A bad notification setting is one line in every doctor mode (it never fails it).
     warnings.extend(f"notification configuration: {error}"
-                    for error in svc.notifier.settings.errors)
+                    for error in svc.notifier.current().errors)
     exit_code = (checks.stack_exit(payload["stack"]) if stack else checks.legacy_exit(report))
     return p.Response(exit_code=exit_code, payload=payload, warnings=warnings, notices=notices)
 
