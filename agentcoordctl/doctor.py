@@ -191,7 +191,7 @@ def daemon_text(daemon: dict[str, Any]) -> list[str]:
                      f"(from {configured.get('source')})")
     notes = daemon.get("notifications") or {}
     if notes:
-        targets = [t for t in (notes.get("webhook"), notes.get("command")) if t]
+        targets = [f"{k} {notes[k]}" for k in ("webhook", "command") if notes.get(k)]
         lines.append("notifications: " + (
             f"{' and '.join(targets)}, signals {','.join(notes.get('signals') or [])}, "
             f"{_dash(notes.get('depth'))} pending ({_dash(notes.get('failing'))} failing)"

@@ -52,9 +52,9 @@ def render_outbox(payload: dict[str, Any]) -> str:
         ))
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in table]
-    events = sum(1 for r in rows if r.get("kind", "event") == "event")
-    lines.append(f"{events} queued, oldest {_age(payload.get('oldest_age_seconds'))} "
-                 f"({payload.get('path')})")
+    if any(r.get("kind", "event") == "event" for r in rows):
+        lines.append(f"{payload.get('depth')} queued, oldest {_age(payload.get('oldest_age_seconds'))} "
+                     f"({payload.get('path')})")
     lines += _notifications(payload)
     if payload.get("waiting_for_token"):
         lines.append(f"{payload['waiting_for_token']} {payload.get('hint', 'waiting for a token')}")
