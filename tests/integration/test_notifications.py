@@ -232,6 +232,27 @@ def test_a_30s_outage_and_a_sigkill_deliver_each_signal_exactly_once_with_visibl
     assert notifications(d) == []
 
 
+def test_an_event_queued_for_its_backend_notifies_once_not_again_when_delivered_late(
+        daemon_factory: Any, receiver: Receiver) -> None:
+    d = daemon_factory()
+    configure(d, webhook=receiver.url)
+    d.start()
+    broken = d.base / "not-yet"
+    broken.write_text("a file where the state root should be: every write fails")
+    result = ok(d.ctl("record-event", "--batch-id", "b1", "--type", "help_requested", "--reason",
+                      "question", "--queue-on-failure", "--json",
+                      env={"AGENT_COORD_STATE_ROOT": str(broken)}))
+    queued = json.loads(result.stdout)
+    assert queued["action"] == "queued"
+    assert wait_for(lambda: len(receiver.posts) == 1, 10.0)  # told now, not after the outage
+    broken.unlink()
+    broken.mkdir()
+    stored = broken / queued["path"]
+    assert wait_for(stored.exists, 15.0)  # the event outbox delivered it (2 s backoff)
+    time.sleep(1.5)
+    assert receiver.ids() == Counter({queued["event"]["event_id"]: 1})
+
+
 def test_the_command_form_gets_the_event_json_on_stdin(daemon_factory: Any) -> None:
     d = daemon_factory()
     script = d.base / "notify.py"
