@@ -52,7 +52,7 @@ DEFAULT_SIGNALS = ("help_requested", "escalation_requested", "error:P0", "error:
                    "human_intervention", "batch.stop_requested", "lane_closed:abandoned")
 # `TYPE:VALUE` compares VALUE with this field of the event (any other type: `status`).
 QUALIFIERS = {"error": "severity", "lane_closed": "terminal", "help_requested": "reason",
-              "human_intervention": "kind"}
+              "human_intervention": "kind", "lane.keepalive_ended": "reason"}
 LANE_TERMINALS = ("done", "abandoned", "superseded")
 ENV_NAMES = {"webhook": "AGENT_COORD_NOTIFY_WEBHOOK", "command": "AGENT_COORD_NOTIFY_COMMAND",
              "signals": "AGENT_COORD_NOTIFY_SIGNALS", "timeout": "AGENT_COORD_NOTIFY_TIMEOUT",
@@ -210,7 +210,7 @@ def signal_problem(item: str) -> str | None:
     allowed: tuple[str, ...] | None = None
     if kind == "lane_closed":
         allowed = LANE_TERMINALS
-    elif kind in QUALIFIERS:
+    elif kind in TYPED_EVENTS and kind in QUALIFIERS:
         allowed = TYPED_EVENTS[kind].get(QUALIFIERS[kind])
     if value and allowed is not None and value not in allowed:
         return f"{QUALIFIERS[kind]} of {kind} is one of {', '.join(allowed)}"

@@ -253,6 +253,22 @@ def test_an_event_queued_for_its_backend_notifies_once_not_again_when_delivered_
     assert receiver.ids() == Counter({queued["event"]["event_id"]: 1})
 
 
+def test_a_lifecycle_event_of_the_renewal_loop_notifies_when_configured(
+        daemon_factory: Any, receiver: Receiver) -> None:
+    d = daemon_factory()
+    configure(d, webhook=receiver.url, signals=["lane.keepalive_ended:released"])
+    d.start()
+    ok(d.ctl("claim", "--agent-id", "agent-a", "--repo", REPO, "--target", "1", "--batch-id", "b1",
+             "--keep-alive", "--heartbeat-ttl", "5"))
+    ok(d.ctl("release", "--agent-id", "agent-a", "--repo", REPO, "--target", "1"))
+    assert wait_for(lambda: len(receiver.posts) == 1, 10.0)
+    time.sleep(1.0)
+    [post] = receiver.posts
+    assert post["body"]["signal"] == "lane.keepalive_ended:released"
+    assert post["body"]["event"]["type"] == "lane.keepalive_ended"
+    assert post["body"]["event"]["agent_id"] == "agent-a"
+
+
 def test_the_command_form_gets_the_event_json_on_stdin(daemon_factory: Any) -> None:
     d = daemon_factory()
     script = d.base / "notify.py"
