@@ -339,9 +339,10 @@ def test_a_hanging_webhook_does_not_slow_the_write(daemon_factory: Any, receiver
           f"{statistics.median(hung) * 1000:.1f} ms (webhook hangs), max {max(hung) * 1000:.1f} ms")
     assert max(hung) < 1.0  # far below the 5 s webhook timeout
     assert statistics.median(hung) < statistics.median(baseline) * 3 + 0.05
-    receiver.hang.clear()
+    receiver.hang.clear()  # within the 5 s timeout: the held request completes, nothing repeats
     assert wait_for(lambda: len(receiver.ids()) == 20, 20.0)
-    assert max(receiver.ids().values()) >= 1
+    time.sleep(1.0)
+    assert set(receiver.ids().values()) == {1}
 
 
 def test_a_config_file_written_while_the_daemon_runs_applies_without_a_restart(
