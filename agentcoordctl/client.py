@@ -29,7 +29,9 @@ FORWARD_PREFIXES = ("AGENT_COORD_", "XDG_")
 FORWARD_NAMES = ("CODEX_THREAD_ID", "HOME")
 # What an autostarted daemon inherits: never session ids, tokens or backend
 # selections of the first caller (those travel with each request instead).
-CLEAN_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "XDG_STATE_HOME")
+# XDG_CONFIG_HOME: where the machine's config (agentcoordd.toml, env files) lives; no secret.
+CLEAN_ENV_NAMES = ("PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "XDG_STATE_HOME",
+                   "XDG_CONFIG_HOME")
 _TRUE = ("1", "true", "yes")
 
 

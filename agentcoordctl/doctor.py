@@ -204,6 +204,14 @@ def daemon_text(daemon: dict[str, Any]) -> list[str]:
     else:
         lines.append(f"configured_backend: {configured.get('kind')} {configured.get('location')} "
                      f"(from {configured.get('source')})")
+    notes = daemon.get("notifications") or {}
+    if notes:
+        targets = [f"{k} {notes[k]}" for k in ("webhook", "command") if notes.get(k)]
+        lines.append("notifications: " + (
+            f"{' and '.join(targets)}, signals {','.join(notes.get('signals') or [])}, "
+            f"{_dash(notes.get('depth'))} pending ({_dash(notes.get('failing'))} failing)"
+            if targets else "not configured"))
+        lines += [f"notifications_error: {error}" for error in notes.get("errors") or []]
     for item in daemon.get("env_files") or []:
         if item.get("status") == "absent":
             continue

@@ -209,10 +209,23 @@ def _none(value: Any) -> str:
 
 
 def config(payload: dict[str, Any]) -> str:
+    return "\n".join([*_config_lines(payload), *_notification_lines(payload.get("notifications"))])
+
+
+def _notification_lines(notes: Any) -> list[str]:
+    """Only when configured (or misconfigured): otherwise agent-coord's text, unchanged."""
+    if not isinstance(notes, dict) or not (notes.get("configured") or notes.get("errors")):
+        return []
+    targets = " and ".join(f"{k} {notes[k]}" for k in ("webhook", "command") if notes.get(k))
+    lines = [f"notifications: {targets or 'off'}; signals: {','.join(notes.get('signals') or [])}"]
+    return lines + [f"notifications_error: {error}" for error in notes.get("errors") or []]
+
+
+def _config_lines(payload: dict[str, Any]) -> list[str]:
     retention = payload.get("retention_policy") or {}
     vocab = payload.get("heartbeat_status_vocabulary") or {}
     codes = payload.get("exit_codes") or {}
-    return "\n".join([
+    return [
         "agent-coord config",
         f"version: {payload.get('version')}",
         f"default_backend: {_none(payload.get('default_backend'))}",
@@ -225,7 +238,7 @@ def config(payload: dict[str, Any]) -> str:
         "heartbeat_working_statuses: " + ",".join(vocab.get("working") or []),
         "heartbeat_terminal_statuses: " + ",".join(vocab.get("terminal") or []),
         "exit_codes: " + ",".join(f"{k}={v}" for k, v in codes.items()),
-    ])
+    ]
 
 
 def daemon_status(payload: dict[str, Any]) -> str:

@@ -189,6 +189,8 @@ async def close_lane(ctx: Ctx, closeout: dict[str, Any]) -> tuple[str, dict[str,
             if semantics(existing.data) != semantics(event):
                 raise conflict(lane) from None
             event, action = existing.data, "already_closed"
+    if action == "closed":
+        ctx.written.append((path, event))
     if action == "closed" and machine == "UNKNOWN":  # batch-audit will not count it as factual
         ctx.warn(f"lane {lane} closed with closed_by.machine UNKNOWN: set AGENT_COORD_MACHINE_ID "
                  "(or pass --host) so batch-audit counts the closeout as factual")

@@ -31,6 +31,8 @@ class Ctx:
     # Lifecycle events that could not be written, with their final path and
     # record; the daemon hands them to its durable outbox for retry.
     undelivered: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # Events this command wrote, with their path and record (the daemon's notifications).
+    written: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     # The daemon's shared lane-stamp group commit (closeout); None: stamp directly.
     stamps: LaneStamps | None = None
 

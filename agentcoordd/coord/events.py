@@ -91,6 +91,7 @@ async def write_event(
             if queue_on_failure:
                 ctx.undelivered.append((path, record))
             raise
+        ctx.written.append((path, record))
         return {"path": path, "event": record}
     raise UsageError("could not allocate a unique event id")  # pragma: no cover
 

@@ -68,12 +68,16 @@ class Call:
 
     @contextlib.asynccontextmanager
     async def events_to_outbox(self, ctx: Ctx, resolved: backends.Resolved) -> AsyncIterator[None]:
-        """Undeliverable lifecycle events go to the durable outbox before any reply."""
+        """Undeliverable lifecycle events go to the durable outbox, and notifications of
+        the command's events to theirs, before any reply."""
         try:
             yield
         finally:
             self.warnings.extend(ctx.warnings)
             ctx.warnings.clear()
+            # Written and queued events alike: this daemon's writes notify (never fails).
+            await self.svc.notifier.notice(ctx.written + ctx.undelivered)
+            ctx.written.clear()
             await self.svc.outbox.queue(ctx.undelivered, resolved, self.warnings)
 
     def reply(self, payload: Any, exit_code: int = 0) -> p.Response:

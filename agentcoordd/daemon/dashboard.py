@@ -41,7 +41,7 @@ import inspect
 import ipaddress
 import json
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -130,11 +130,14 @@ class Dashboard:
         refresh_seconds: float = DEFAULT_REFRESH_SECONDS,
         on_stop_requested: Callable[[str], None] | None = None,
         metrics: Callable[[], tuple[str, bytes]] | None = None,
+        on_events: Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]] | None = None,
     ) -> None:
         self.store_factory = store_factory
         self.metrics = metrics  # (content type, exposition) for GET /metrics
         # Told the batch id after a stop request was written (the daemon's stop-notice cache).
         self.on_stop_requested = on_stop_requested
+        # Given the events a write of the page made (the daemon's notifications).
+        self.on_events = on_events
         self.clock = clock
         self.identity = identity or Identity()
         self.allowed_networks = (
@@ -427,6 +430,8 @@ class Dashboard:
         written = await telemetry.request_stop(ctx, batch_id=batch, message=message)
         if self.on_stop_requested is not None:
             self.on_stop_requested(batch)
+        if self.on_events is not None:
+            await self.on_events(ctx.written)
         return {**written, "warnings": ctx.warnings}
 
 

@@ -19,7 +19,7 @@ request chooses the backend they show.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -42,9 +42,12 @@ class DashboardHost:
 
     def __init__(self, *, pool: backends.StorePool, clock: Clock, stop_notices: StopNotices,
                  background: Background, log: Any,
-                 metrics: Callable[[], tuple[str, bytes]] | None = None) -> None:
+                 metrics: Callable[[], tuple[str, bytes]] | None = None,
+                 on_events: Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
+                 | None = None) -> None:
         self.pool = pool
         self.metrics = metrics  # the /metrics exposition; None with --no-metrics
+        self.on_events = on_events  # events the dashboard wrote (notifications)
         self.clock = clock
         self.stop_notices = stop_notices
         self.background = background
@@ -84,7 +87,8 @@ class DashboardHost:
             return self.pool.get(self.resolved)
 
         board = Dashboard(store, self.clock, Identity(machine_id=identity.machine_id),
-                          on_stop_requested=self.stop_notices.forget, metrics=self.metrics)
+                          on_stop_requested=self.stop_notices.forget, metrics=self.metrics,
+                          on_events=self.on_events)
         try:
             await self.background.start(board.serve, HOST, port or 0)
         except OSError as exc:

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -35,19 +36,72 @@ WAITING_HINT = ("waiting for a token: run any agentcoordctl command (or `agentco
                 "flush`) with the backend's token in its environment")
 
 
-class Delivery:
-    def __init__(self, *, pool: backends.StorePool, credentials: Credentials, state_dir: str,
-                 log: Any = None) -> None:
-        self.pool = pool
-        self.outbox = Outbox(state_dir)
+class Retrying:
+    """An outbox and the task that retries its due entries; a subclass says how one
+    entry is delivered (`deliver`). Events (Delivery) and notifications
+    (notify.Notifier) each have one, so a slow webhook never delays an event."""
+
+    label = "outbox"
+
+    def __init__(self, outbox: Outbox, log: Any = None) -> None:
+        self.outbox = outbox
         self.log = log
-        self.credentials = credentials
-        credentials.on_new.append(self._token_arrived)
         self.delivered = 0
         self.queued = 0
         self._flushing = anyio.Lock()
         self._wake = anyio.Event()
         self._force = False
+
+    async def deliver(self, entry: OutboxEntry) -> None:
+        raise NotImplementedError
+
+    def round_started(self) -> None:
+        """Called before each flush (a subclass may reset per-round state)."""
+
+    async def flush(self, *, force: bool = False) -> tuple[int, int]:
+        async with self._flushing:
+            self.round_started()
+            delivered, remaining = await self.outbox.flush(self.deliver, force=force)
+        self.delivered += delivered
+        if delivered:
+            self._log("info", f"{self.label} delivered", delivered=delivered, remaining=remaining)
+        for warning in self.outbox.warnings:
+            self._log("warning", self.label, detail=warning)
+        self.outbox.warnings.clear()
+        return delivered, remaining
+
+    def wake(self, *, force: bool = False) -> None:
+        self._force = self._force or force
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Retry due entries until cancelled (daemon shutdown); never dies of one failure."""
+        while True:
+            try:
+                if self.outbox.path.exists():
+                    force, self._force = self._force, False
+                    await self.flush(force=force)
+            except Exception:  # noqa: BLE001 - a bug must not stop delivery for good
+                self._log("exception", f"{self.label} flush failed")
+            with anyio.move_on_after(POLL_INTERVAL):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+
+    def _log(self, level: str, message: str, **fields: Any) -> None:
+        if self.log is not None:
+            getattr(self.log, level)(message, **fields)
+
+
+class Delivery(Retrying):
+    def __init__(self, *, pool: backends.StorePool, credentials: Credentials, state_dir: str,
+                 log: Any = None, on_delivered: Callable[[str, dict[str, Any]], Awaitable[None]]
+                 | None = None) -> None:
+        super().__init__(Outbox(state_dir), log)
+        self.pool = pool
+        self.credentials = credentials
+        credentials.on_new.append(self._token_arrived)
+        # An event delivered late is handed on (notifications: it is this daemon's write).
+        self.on_delivered = on_delivered
 
     # ---- queueing ------------------------------------------------------------------
 
@@ -90,6 +144,11 @@ class Delivery:
         return found
 
     async def deliver(self, entry: OutboxEntry) -> None:
+        await self._create(entry)
+        if self.on_delivered is not None:
+            await self.on_delivered(entry.path, entry.record)
+
+    async def _create(self, entry: OutboxEntry) -> None:
         candidates = self.selections(entry.backend)
         if not candidates:
             raise Waiting(WAITING_HINT)
@@ -113,30 +172,6 @@ class Delivery:
         if any(e.backend.get("key") == key for e in self.outbox.entries()):
             self._force = True
             self._wake.set()
-
-    async def flush(self, *, force: bool = False) -> tuple[int, int]:
-        async with self._flushing:
-            delivered, remaining = await self.outbox.flush(self.deliver, force=force)
-        self.delivered += delivered
-        if delivered:
-            self._log("info", "outbox delivered", delivered=delivered, remaining=remaining)
-        for warning in self.outbox.warnings:
-            self._log("warning", "outbox", detail=warning)
-        self.outbox.warnings.clear()
-        return delivered, remaining
-
-    async def run(self) -> None:
-        """Retry due entries until cancelled (daemon shutdown); never dies of one failure."""
-        while True:
-            try:
-                if self.outbox.path.exists():
-                    force, self._force = self._force, False
-                    await self.flush(force=force)
-            except Exception:  # noqa: BLE001 - a bug must not stop delivery for good
-                self._log("exception", "outbox flush failed")
-            with anyio.move_on_after(POLL_INTERVAL):
-                await self._wake.wait()
-            self._wake = anyio.Event()
 
     # ---- introspection -----------------------------------------------------------
 
@@ -167,11 +202,11 @@ class Delivery:
         rows = []
         for e in entries:
             rows.append({
-                "path": e.path, "batch_id": e.record.get("batch_id"), "type": e.record.get("type"),
+                "kind": "event", "path": e.path, "batch_id": e.record.get("batch_id"), "type": e.record.get("type"),
                 "event_id": e.record.get("event_id"), "backend": e.backend.get("key"),
                 "age_seconds": round(now - e.queued_at, 3), "attempts": e.attempts,
                 "last_error": e.last_error,
-                "next_try_in": round(max(0.0, Outbox._next_try(e) - now), 3),
+                "next_try_in": round(max(0.0, self.outbox.next_try(e) - now), 3),
                 "waiting_for_token": e.backend.get("key") in waiting,
             })
         summary = self._summary(entries)
@@ -179,7 +214,3 @@ class Delivery:
         if self.outbox.quarantine_path.exists():
             summary["quarantine"] = str(self.outbox.quarantine_path)
         return summary
-
-    def _log(self, level: str, message: str, **fields: Any) -> None:
-        if self.log is not None:
-            getattr(self.log, level)(message, **fields)

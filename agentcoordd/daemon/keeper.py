@@ -40,6 +40,7 @@ from agentcoordd.daemon import backends, sdnotify
 from agentcoordd.daemon.clock import boottime
 from agentcoordd.daemon.credentials import Credentials
 from agentcoordd.daemon.delivery import Delivery
+from agentcoordd.daemon.notify import Notifier
 from agentcoordd.daemon.descriptors import descriptor_key, needs_token, persisted_backend, resolve_persisted
 from agentcoordd.daemon.lanes import (
     DEFAULT_AGENT_HOSTS,
@@ -122,12 +123,13 @@ def check_flags(keep_alive: p.KeepAlive | None, ttl: int) -> None:
 class LaneKeeper:
     def __init__(self, *, pool: backends.StorePool, clock: Clock, credentials: Credentials,
                  outbox: Delivery, state_dir: str, log: Any = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, notifier: Notifier | None = None) -> None:
         self.pool = pool
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.credentials = credentials
         self.outbox = outbox
+        self.notifier = notifier
         self.log = log
         self.registry = LaneRegistry(state_dir)
         self.schedule = Schedule()
@@ -362,6 +364,8 @@ class LaneKeeper:
             self._log("warning", "lane end event not recorded", agent_id=spec.agent_id, error=str(exc))
             return
         finally:  # an undeliverable end event goes to the durable outbox
+            if ctx is not None and self.notifier is not None:
+                await self.notifier.notice(ctx.written + ctx.undelivered)
             if ctx is not None and ctx.undelivered:
                 await self.outbox.queue(ctx.undelivered, resolved, ctx.warnings,
                                         descriptor=spec.backend)

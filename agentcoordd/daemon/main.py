@@ -1,6 +1,7 @@
 """`agentcoordd`: the per-machine coordination daemon.
 
     agentcoordd [--socket PATH] [--state-dir DIR] [--foreground] [--log-level LEVEL]
+                [--config PATH]
                 [--max-connections N] [--max-hello-bytes N] [--hello-timeout SECONDS]
                 [--max-buffered-bytes N] [--metrics-port PORT] [--no-metrics]
 
@@ -42,6 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="stay attached; log to stderr (systemd, launchd, tests)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--config", default=None, metavar="PATH",
+                        help="the daemon's config file (default: $AGENT_COORD_DAEMON_CONFIG, "
+                        "$XDG_CONFIG_HOME/agentcoord/agentcoordd.toml; docs/notifications.md)")
     limits = parser.add_argument_group("limits (docs/reliability.md)")
     limits.add_argument("--max-connections", type=_positive(int), default=None, metavar="N",
                         help="concurrent client connections; more are refused (default 256)")
@@ -200,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     limits = _limits(args)
     _raise_fd_limit(limits.max_connections + 256)  # + stores, log, lock files, threads
     daemon = Daemon(socket_path, state_dir, log=log, limits=limits, metrics=metrics,
-                    http_port=metrics_port)
+                    http_port=metrics_port, config=args.config)
     ready_fd = os.environ.pop("_AGENTCOORDD_READY_FD", None)
 
     def ready() -> None:

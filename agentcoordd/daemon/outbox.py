@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from agentcoordd.model.backoff import OUTBOX
+from agentcoordd.model.backoff import OUTBOX, Backoff
 from agentcoordd.store.files import locked_file, replace_private, write_all
 
 
@@ -39,6 +39,10 @@ class OutboxEntry(msgspec.Struct, frozen=True):
     queued_at: float
     attempts: int = 0
     last_error: str | None = None
+    # When the last failed attempt ended: the backoff counts from there (None: never tried).
+    last_try_at: float | None = None
+    # Notification entries (daemon/notify.py): the configured signal the event matched.
+    signal: str | None = None
 
 
 _decoder = msgspec.json.Decoder(OutboxEntry)
@@ -48,18 +52,21 @@ _encoder = msgspec.json.Encoder()
 class Outbox:
     """Append-only on disk; all mutations under one lock (daemon threads and loop)."""
 
-    def __init__(self, state_dir: str | os.PathLike[str], clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, state_dir: str | os.PathLike[str], clock: Callable[[], float] = time.time,
+                 *, name: str = "outbox", backoff: Backoff = OUTBOX) -> None:
         self.dir = Path(state_dir)
-        self.path = self.dir / "outbox.jsonl"
-        self.quarantine_path = self.dir / "outbox.quarantine"
+        self.path = self.dir / f"{name}.jsonl"
+        self.quarantine_path = self.dir / f"{name}.quarantine"
         self.clock = clock
+        self.backoff = backoff
         self._lock = threading.Lock()
         self.warnings: list[str] = []
 
-    def append(self, path: str, record: dict[str, Any], backend: dict[str, Any]) -> OutboxEntry:
+    def append(self, path: str, record: dict[str, Any], backend: dict[str, Any], *,
+               signal: str | None = None) -> OutboxEntry:
         if any("token" in k.lower() and k != "token_hash" for k in backend):
             raise ValueError("outbox entries never carry a token")
-        entry = OutboxEntry(path, record, backend, self.clock())
+        entry = OutboxEntry(path, record, backend, self.clock(), signal=signal)
         line = _encoder.encode(entry) + b"\n"
         with self._locked():
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
@@ -101,7 +108,7 @@ class Outbox:
         retried: dict[tuple[str, float], OutboxEntry] = {}
         moment = self.clock() if now is None else now
         for entry in self.entries():
-            if not force and moment < self._next_try(entry):
+            if not force and moment < self.next_try(entry):
                 continue
             try:
                 await deliver(entry)
@@ -110,7 +117,8 @@ class Outbox:
             except Exception as exc:  # noqa: BLE001 - any failure means "retry later"
                 message = getattr(exc, "message", None) or repr(exc)
                 retried[(entry.path, entry.queued_at)] = msgspec.structs.replace(
-                    entry, attempts=entry.attempts + 1, last_error=message[:500]
+                    entry, attempts=entry.attempts + 1, last_error=message[:500],
+                    last_try_at=self.clock(),
                 )
                 continue
             delivered.add((entry.path, entry.queued_at))
@@ -128,9 +136,10 @@ class Outbox:
                 self._rewrite(remaining)
         return len(delivered), len(remaining)
 
-    @staticmethod
-    def _next_try(entry: OutboxEntry) -> float:
-        return entry.queued_at + OUTBOX.delay(entry.attempts)
+    def next_try(self, entry: OutboxEntry) -> float:
+        """After k failed attempts: the k-th backoff pause after the last one (capped)."""
+        since = entry.queued_at if entry.last_try_at is None else entry.last_try_at
+        return since + self.backoff.delay(entry.attempts)
 
     # ---- file handling (callers hold the lock) --------------------------------
 

@@ -134,7 +134,7 @@ def _connects(path: str) -> bool:
 class Daemon:
     def __init__(self, socket_path: str, state_dir: str, *, log: Any = None,
                  limits: Limits | None = None, metrics: bool = True,
-                 http_port: int | None = None) -> None:
+                 http_port: int | None = None, config: str | None = None) -> None:
         self.socket_path = os.path.abspath(socket_path)
         self.state_dir = os.path.abspath(state_dir)
         self.lock_path = self.socket_path + ".lock"
@@ -156,7 +156,7 @@ class Daemon:
         self._stop: anyio.Event | None = None
         self._stop_reason = ""
         self.svc = Services.build(self, self.state_dir, self.log, metrics=metrics,
-                                  http_port=http_port)
+                                  http_port=http_port, config=config)
 
     # ---- binding -----------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from agentcoordd.daemon.dashboard_host import DashboardHost
 from agentcoordd.daemon.delivery import Delivery
 from agentcoordd.daemon.keeper import LaneKeeper
 from agentcoordd.daemon.metrics import Metrics, build as build_metrics
+from agentcoordd.daemon.notify import Notifier
 from agentcoordd.daemon.recent import RecentReads
 from agentcoordd.daemon.stopnotice import StopNotices
 
@@ -48,18 +49,21 @@ class Services:
     pollers: Pollers
     background: Background
     metrics: Metrics  # the daemon's own Prometheus registry (daemon/metrics.py)
+    notifier: Notifier  # notifications to people, through their own durable outbox
     http_port: int | None = None  # serve the loopback dashboard + /metrics from the start
 
     @classmethod
     def build(cls, server: ServerControl, state_dir: str, log: Any, *, metrics: bool = True,
-              http_port: int | None = None) -> Services:
+              http_port: int | None = None, config: str | None = None) -> Services:
         clock = SystemClock()
         recorder = build_metrics(metrics)
         pool = StorePool(metrics=recorder)
         credentials = Credentials()
-        outbox = Delivery(pool=pool, credentials=credentials, state_dir=state_dir, log=log)
+        notifier = Notifier(state_dir=state_dir, log=log, config_flag=config)
+        outbox = Delivery(pool=pool, credentials=credentials, state_dir=state_dir, log=log,
+                          on_delivered=notifier.on_event_delivered)
         keeper = LaneKeeper(pool=pool, clock=clock, credentials=credentials, outbox=outbox,
-                            state_dir=state_dir, log=log, metrics=recorder)
+                            state_dir=state_dir, log=log, metrics=recorder, notifier=notifier)
         recorder.watch(server=server, keeper=keeper, outbox=outbox)
         stop_notices = StopNotices()
         background = Background()
@@ -68,15 +72,17 @@ class Services:
                    shared_reads=RecentReads(), stamps=StampQueue(),
                    dashboards=DashboardHost(pool=pool, clock=clock, stop_notices=stop_notices,
                                             background=background, log=log,
-                                            metrics=recorder.exposition if recorder.enabled else None),
+                                            metrics=recorder.exposition if recorder.enabled else None,
+                                            on_events=notifier.notice),
                    pollers=Pollers(), background=background, metrics=recorder,
-                   http_port=http_port)
+                   notifier=notifier, http_port=http_port)
 
     def start(self, tasks: anyio.abc.TaskGroup) -> None:
         """The loops that run for the daemon's lifetime, in the server's task group."""
         self.background.attach(tasks)
         tasks.start_soon(self.keeper.run)  # keep-alive renewals
         tasks.start_soon(self.outbox.run)  # outbox retries
+        tasks.start_soon(self.notifier.run)  # notification retries
         if self.http_port is not None:  # --metrics-port: scrapeable without `agentcoordctl dashboard`
             tasks.start_soon(self.dashboards.serve_at_start, self.http_port)
 
@@ -84,4 +90,5 @@ class Services:
         """After the last request: the final lanes save, then close the stores."""
         self.background.attach(None)
         self.keeper.close()
+        await self.notifier.aclose()
         await self.pool.aclose()

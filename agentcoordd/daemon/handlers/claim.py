@@ -38,6 +38,7 @@ async def handle(req: p.Claim, svc: Services, call: Call) -> p.Response:
                 batch_id=record.get("batch_id"), branch=record.get("branch"), ttl=ttl,
                 meta=req.meta))
             ctx.undelivered.extend(beat_ctx.undelivered)
+            ctx.written.extend(beat_ctx.written)
             payload["keep_alive"] = svc.keeper.register(
                 req, resolved, ttl=ttl, repo=req.repo, target=req.target,
                 batch_id=record.get("batch_id"), fence=Fence.of(record), warnings=call.warnings,

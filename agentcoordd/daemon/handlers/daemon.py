@@ -17,7 +17,8 @@ async def handle_version(req: p.Version, svc: Services, call: Call) -> p.Respons
 
 
 async def handle_config(req: p.ConfigShow, svc: Services, call: Call) -> p.Response:
-    return call.reply(dict(config_info()))
+    # `notifications` is ours (additive): the machine's settings, secrets redacted.
+    return call.reply({**config_info(), "notifications": svc.notifier.current().describe()})
 
 
 async def handle_status(req: p.DaemonStatus, svc: Services, call: Call) -> p.Response:

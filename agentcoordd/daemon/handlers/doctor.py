@@ -99,6 +99,9 @@ async def handle(request: p.Doctor, svc: Services, call: Call) -> p.Response:
         "stack": checks.stack_report(report, daemon_version=p.DAEMON_VERSION),
         "daemon": await daemon_section(svc, request, env),
     }
+    # A bad notification setting is one line in every doctor mode (it never fails it).
+    warnings.extend(f"notification configuration: {error}"
+                    for error in svc.notifier.current().errors)
     exit_code = (checks.stack_exit(payload["stack"]) if stack else checks.legacy_exit(report))
     return p.Response(exit_code=exit_code, payload=payload, warnings=warnings, notices=notices)
 
@@ -224,6 +227,7 @@ async def daemon_section(svc: Services, request: p.Doctor, env: Mapping[str, str
         "state_dir": described.get("state_dir"),
         "lanes": svc.keeper.health(),
         "outbox": outbox_summary(svc, described.get("state_dir") or ""),
+        "notifications": notifications_summary(svc),
         "service": await service_summary(env),
         "configured_backend": configured_backend(env, request.caller.cwd),
         "env_files": env_files(env, request.caller.cwd),
@@ -235,6 +239,13 @@ def outbox_summary(svc: Services, state_dir: str) -> dict[str, Any]:
         return svc.outbox.summary()
     except Exception as exc:  # noqa: BLE001 - the doctor reports, never crashes
         return {"path": os.path.join(state_dir, "outbox.jsonl"), "depth": None, "error": str(exc)}
+
+
+def notifications_summary(svc: Services) -> dict[str, Any]:
+    try:
+        return svc.notifier.summary()
+    except Exception as exc:  # noqa: BLE001 - the doctor reports, never crashes
+        return {**svc.notifier.settings.describe(), "depth": None, "error": str(exc)}
 
 
 def _unit_files(home: str, config_home: str | None) -> tuple[str | None, list[str]]:
