@@ -256,6 +256,19 @@ class WaitUnblocked(_Wait, tag_field="op", tag="wait_unblocked", kw_only=True):
     lane: str
 
 
+class Events(_Wait, tag_field="op", tag="events", kw_only=True):
+    """`events --batch-id B [--after C] [--follow] …`: the batch's events after a cursor.
+    With `follow`, Progress frames carry `{"events": [...]}` (and keepalives) until
+    `until_type` arrives (exit 0) or `wait_seconds` pass (exit 2, `timed_out`)."""
+
+    batch_id: str
+    after: str | None = None
+    types: list[str] = []
+    lane: str | None = None
+    follow: bool = False
+    until_type: str | None = None
+
+
 class Doctor(_Request, tag_field="op", tag="doctor", kw_only=True):
     """`doctor [--deep] [--doctor-prefix P] [--stack-json]`: can coordination be trusted?"""
 
@@ -320,6 +333,7 @@ Request = Union[
     OutboxFlush,
     WaitStopRequested,
     WaitUnblocked,
+    Events,
 ]
 REQUEST_TYPES: tuple[type[_Request], ...] = Request.__args__  # type: ignore[attr-defined]
 
@@ -368,7 +382,7 @@ ClientFrame = Union[Hello, Claim, Release, Heartbeat, RecordEvent, RegisterBatch
                     BatchAudit, Gc, Version, ConfigShow, DaemonStatus, DaemonStop,
                     Lanes, LanesStop, Doctor,
                     BatchStop, BatchStopped, Health, Overview, Dashboard,
-                    OutboxList, OutboxFlush, WaitStopRequested, WaitUnblocked]
+                    OutboxList, OutboxFlush, WaitStopRequested, WaitUnblocked, Events]
 ServerFrame = Union[Welcome, Progress, Response]
 
 

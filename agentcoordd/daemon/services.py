@@ -18,6 +18,7 @@ from agentcoordd.daemon.clock import SystemClock
 from agentcoordd.daemon.credentials import Credentials
 from agentcoordd.daemon.dashboard_host import DashboardHost
 from agentcoordd.daemon.delivery import Delivery
+from agentcoordd.daemon.feed import Feed
 from agentcoordd.daemon.keeper import LaneKeeper
 from agentcoordd.daemon.recent import RecentReads
 from agentcoordd.daemon.stopnotice import StopNotices
@@ -46,6 +47,7 @@ class Services:
     dashboards: DashboardHost
     pollers: Pollers
     background: Background
+    feed: Feed  # the live event feed: one source per followed batch
 
     @classmethod
     def build(cls, server: ServerControl, state_dir: str, log: Any) -> Services:
@@ -62,7 +64,8 @@ class Services:
                    shared_reads=RecentReads(), stamps=StampQueue(),
                    dashboards=DashboardHost(pool=pool, clock=clock, stop_notices=stop_notices,
                                             background=background, log=log),
-                   pollers=Pollers(), background=background)
+                   pollers=Pollers(), background=background,
+                   feed=Feed(background=background, clock=clock, log=log))
 
     def start(self, tasks: anyio.abc.TaskGroup) -> None:
         """The loops that run for the daemon's lifetime, in the server's task group."""

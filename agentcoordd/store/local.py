@@ -32,10 +32,11 @@ import secrets
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
 import anyio.to_thread
 import msgspec
 
@@ -58,6 +59,8 @@ from agentcoordd.store.history import JsonlHistory, JsonlReader
 from agentcoordd.store.files import PRIVATE_DIR_MODE, file_mode, fsync_dir, sweep_stale_temps, write_all
 
 T = TypeVar("T")
+# The event feed's stat poll: a few stats per batch this often.
+CHANGE_POLL = 0.05
 _encoder = msgspec.json.Encoder()
 LOCK_SPIN_SECONDS = 0.02  # in-thread tries of a busy lock before handing the wait to the event loop
 LOCK_WAIT_CAP = 30.0  # a call without a deadline of its own waits at most this
@@ -88,6 +91,14 @@ def _valid(check: Callable[[str], str], value: str) -> str:
         raise InvalidPath(exc.message) from None
 
 
+def _stat_stamp(path: str) -> tuple[int, ...]:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return (-1,)
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class LocalStore:
     """A Store over a directory tree. Blocking I/O runs in worker threads."""
 
@@ -104,7 +115,7 @@ class LocalStore:
         self._swept = False
         self._sweep_lock = threading.Lock()
         self._history = JsonlReader(self.root)
-        self.capabilities = Capabilities(blocking=self, paths=self, files=self)
+        self.capabilities = Capabilities(blocking=self, paths=self, files=self, changes=self)
 
     # ---- async Store API -------------------------------------------------
 
@@ -151,6 +162,43 @@ class LocalStore:
                 stamp.extend(-1 for _ in fields)
                 continue
             stamp.extend(getattr(st, f) for f in fields)
+        return tuple(stamp)
+
+    # ---- change detection (the event feed) ---------------------------------
+
+    async def changes(self, prefix: str) -> AsyncIterator[str]:
+        """A stat poll every `CHANGE_POLL` seconds: the prefix's directory (a new
+        record file changes its mtime) and, below `events/`, every JSON Lines
+        history file (appended in place: mtime and size). Cheap (a few stats), exact."""
+        prefix = ids.state_prefix(prefix).rstrip("/")
+        yield "stat"
+        last = await self._run(self.change_stamp_sync, prefix)
+        while True:
+            await anyio.sleep(CHANGE_POLL)
+            stamp = await self._run(self.change_stamp_sync, prefix)
+            if stamp != last:
+                last = stamp
+                yield "stat"
+
+    def change_stamp_sync(self, prefix: str) -> tuple[Any, ...]:
+        stamp: list[Any] = []
+        dirs = [prefix]
+        if prefix.startswith("events/"):
+            batch = prefix.split("/", 2)[1]
+            dirs += ["events", "history"]
+            stamp.append(_stat_stamp(f"{self._root}/events/batches/{batch}.jsonl"))
+        for rel in dirs:
+            full = f"{self._root}/{rel}"
+            stamp.append(_stat_stamp(full))
+            if rel == prefix:
+                continue
+            try:
+                with os.scandir(full) as listing:
+                    for entry in listing:
+                        if entry.name.endswith(".jsonl"):
+                            stamp.append((entry.name, _stat_stamp(entry.path)))
+            except OSError:
+                continue
         return tuple(stamp)
 
     @staticmethod
