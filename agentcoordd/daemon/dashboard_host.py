@@ -27,6 +27,7 @@ from agentcoordd.model.identity import Identity
 
 if TYPE_CHECKING:
     from agentcoordd.daemon.dashboard import Dashboard
+    from agentcoordd.daemon.feed import Feed
     from agentcoordd.daemon.stopnotice import StopNotices
 
 HOST = "127.0.0.1"
@@ -36,8 +37,9 @@ class DashboardHost:
     """The one running dashboard, and which backend it shows."""
 
     def __init__(self, *, pool: backends.StorePool, clock: Clock, stop_notices: StopNotices,
-                 background: Background, log: Any) -> None:
+                 background: Background, log: Any, feed: Feed | None = None) -> None:
         self.pool = pool
+        self.feed = feed  # the live event feed its batch view streams (server-sent events)
         self.clock = clock
         self.stop_notices = stop_notices
         self.background = background
@@ -74,8 +76,16 @@ class DashboardHost:
             assert self.resolved is not None
             return self.pool.get(self.resolved)
 
+        def follow(batch_id: str, after: Any, from_end: bool) -> Any:
+            from agentcoordd.coord.feed import Filters
+
+            assert self.resolved is not None and self.feed is not None
+            return self.feed.follow(self.resolved.key, self.pool.get(self.resolved), batch_id,
+                                    after, Filters(), from_end=from_end)
+
         board = Dashboard(store, self.clock, Identity(machine_id=identity.machine_id),
-                          on_stop_requested=self.stop_notices.forget)
+                          on_stop_requested=self.stop_notices.forget,
+                          feed=follow if self.feed is not None else None)
         try:
             await self.background.start(board.serve, HOST, port or 0)
         except OSError as exc:

@@ -135,10 +135,12 @@ async def _timer() -> AsyncIterator[str]:
 class Follower:
     """One reader of a source: its backlog after a cursor, then what arrives."""
 
-    def __init__(self, source: BatchSource, after: cur.Key, filters: use.Filters) -> None:
+    def __init__(self, source: BatchSource, after: cur.Key, filters: use.Filters,
+                 from_end: bool = False) -> None:
         self.source = source
         self.high = after
         self.filters = filters
+        self.from_end = from_end  # no backlog: only what arrives from now on (the dashboard)
         self._index: int | None = None
 
     @property
@@ -149,6 +151,9 @@ class Follower:
         await self.source.loaded.wait()
         self._index = len(self.source.events)
         ordered = sorted(self.source.events[:self._index], key=cur.key)
+        if self.from_end:
+            self.high = max(self.high, cur.key(ordered[-1])) if ordered else self.high
+            return []
         rows, self.high = use.events_after(ordered, self.high, self.filters)
         return rows
 
@@ -216,23 +221,24 @@ class Feed:
         return source
 
     def follow(self, backend_key: Any, store: Any, batch_id: str, after: cur.Key,
-               filters: use.Filters) -> Any:
+               filters: use.Filters, *, from_end: bool = False) -> Any:
         """`async with feed.follow(...) as follower:` — counted while inside."""
-        return _Following(self, backend_key, store, batch_id, after, filters)
+        return _Following(self, backend_key, store, batch_id, after, filters, from_end)
 
 
 class _Following:
     def __init__(self, feed: Feed, backend_key: Any, store: Any, batch_id: str,
-                 after: cur.Key, filters: use.Filters) -> None:
+                 after: cur.Key, filters: use.Filters, from_end: bool) -> None:
         self.args = (feed, backend_key, store, batch_id)
         self.after = after
         self.filters = filters
+        self.from_end = from_end
         self.source: BatchSource | None = None
 
     async def __aenter__(self) -> Follower:
         feed, backend_key, store, batch_id = self.args
         self.source = await feed._source(backend_key, store, batch_id)
-        return Follower(self.source, self.after, self.filters)
+        return Follower(self.source, self.after, self.filters, self.from_end)
 
     async def __aexit__(self, *exc: object) -> None:
         assert self.source is not None

@@ -59,13 +59,13 @@ class Services:
                             state_dir=state_dir, log=log)
         stop_notices = StopNotices()
         background = Background()
+        feed = Feed(background=background, clock=clock, log=log)
         return cls(server=server, log=log, clock=clock, pool=pool, credentials=credentials,
                    outbox=outbox, keeper=keeper, stop_notices=stop_notices,
                    shared_reads=RecentReads(), stamps=StampQueue(),
                    dashboards=DashboardHost(pool=pool, clock=clock, stop_notices=stop_notices,
-                                            background=background, log=log),
-                   pollers=Pollers(), background=background,
-                   feed=Feed(background=background, clock=clock, log=log))
+                                            background=background, log=log, feed=feed),
+                   pollers=Pollers(), background=background, feed=feed)
 
     def start(self, tasks: anyio.abc.TaskGroup) -> None:
         """The loops that run for the daemon's lifetime, in the server's task group."""

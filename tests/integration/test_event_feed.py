@@ -255,3 +255,25 @@ def test_the_feed_source_is_shown_in_daemon_status(daemon: Daemon) -> None:
     assert sources[0]["batch_id"] == "b1" and sources[0]["mechanism"] == "stat"
     assert sources[0]["followers"] == 1 and sources[0]["reads"] >= 1
     assert os.fspath(daemon.root) in sources[0]["backend"]
+
+
+def test_the_dashboards_event_stream_resumes_after_last_event_id(daemon: Daemon) -> None:
+    import httpx
+
+    written = [record(daemon, "b1", "note") for _ in range(3)]
+    first = listing(daemon, "b1")[0]["cursor"]
+    shown = daemon.ctl("dashboard", "--json")
+    assert shown.returncode == 0, shown.stderr
+    url = json.loads(shown.stdout)["url"] + "api/feed?batch_id=b1"
+
+    got: list[str] = []
+    with httpx.stream("GET", url, headers={"Last-Event-ID": first}, timeout=10) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                got.append(json.loads(line[6:])["event_id"])
+            if len(got) == 2:
+                break
+    assert got == written[1:]
+    assert httpx.get(url, headers={"Last-Event-ID": "garbage"}, timeout=10).status_code == 400
+    assert httpx.get(url, headers={"Host": "evil.example"}, timeout=10).status_code == 403
