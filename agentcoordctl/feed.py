@@ -113,7 +113,7 @@ def _follow(printer: Printer, *, batch_id: str, after: str | None, types: list[s
             lane: str | None, until_type: str | None, timeout: float | None,
             selection: p.Selection) -> None:
     started = time.monotonic()
-    printer.cursor = after
+    printer.cursor = after or None
     shown_error: str | None = None
     lost = ""
 

@@ -82,7 +82,7 @@ def check(batch_id: str, after: str | None, types: Iterable[str], lane: str | No
         ids.event_type(kind)
     if lane is not None:
         ids.lane_name(lane)
-    return cur.START if after is None else cur.decode(after)
+    return cur.START if not after else cur.decode(after)  # "": from the start (an unset $CURSOR)
 
 
 async def list_events(ctx: Ctx, *, batch_id: str, after: str | None = None,

@@ -52,6 +52,7 @@ def test_events_are_listed_in_order_with_a_cursor_each_and_filtered(daemon: Daem
     assert ids(listing(daemon, "b1", "--lane", "a")) == [written[0], written[3]]
     assert ids(listing(daemon, "b1", "--after", rows[1]["cursor"])) == written[2:]
     assert listing(daemon, "b1", "--after", rows[-1]["cursor"]) == []
+    assert ids(listing(daemon, "b1", "--after", "")) == written  # an unset $CURSOR: the start
 
 
 def test_text_output_is_one_line_per_event_ending_in_its_cursor(daemon: Daemon) -> None:
@@ -92,7 +93,7 @@ def test_a_follower_survives_a_daemon_restart_without_loss_or_repeat(daemon: Dae
     live = [record(daemon, "b1", "note") for _ in range(2)]
     seen += follower.take(2)
     daemon.stop()
-    gap = [record_direct(daemon, "b1", i) for i in range(2)]  # written while no daemon runs
+    gap = [record_direct(daemon, "b1") for _ in range(2)]  # written while no daemon runs
     daemon.start()
     last = [record(daemon, "b1", "note"), record(daemon, "b1", "done")]
     seen += follower.take(4)
@@ -103,14 +104,18 @@ def test_a_follower_survives_a_daemon_restart_without_loss_or_repeat(daemon: Dae
     assert "following again from the last cursor" in err
 
 
-def record_direct(d: Daemon, batch: str, n: int) -> str:
+def record_direct(d: Daemon, batch: str) -> str:
     """An event file another tool wrote into the root (no daemon involved)."""
-    event_id = f"20991231T000000.00000{n}Z-feedfeed"
+    import datetime as dt
+
+    from agentcoordd.model.timefmt import format_ts, new_event_id
+
+    now = dt.datetime.now(dt.timezone.utc)
+    event_id = new_event_id(now)
     folder = d.root / "events" / batch
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{event_id}.json").write_text(json.dumps({
-        "event_id": event_id, "batch_id": batch, "type": "note",
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        "event_id": event_id, "batch_id": batch, "type": "note", "at": format_ts(now)}))
     return event_id
 
 
