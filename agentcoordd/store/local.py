@@ -171,8 +171,9 @@ class LocalStore:
         record file changes its mtime) and, below `events/`, every JSON Lines
         history file (appended in place: mtime and size). Cheap (a few stats), exact."""
         prefix = ids.state_prefix(prefix).rstrip("/")
-        yield "stat"
+        # Stamped before the first notice: a write right after it is a change.
         last = await self._run(self.change_stamp_sync, prefix)
+        yield "stat"
         while True:
             await anyio.sleep(CHANGE_POLL)
             stamp = await self._run(self.change_stamp_sync, prefix)
@@ -189,10 +190,10 @@ class LocalStore:
             stamp.append(_stat_stamp(f"{self._root}/events/batches/{batch}.jsonl"))
         for rel in dirs:
             full = f"{self._root}/{rel}"
-            stamp.append(_stat_stamp(full))
             if rel == prefix:
+                stamp.append(_stat_stamp(full))
                 continue
-            try:
+            try:  # JSON Lines files only: other batches' directories are not this batch's change
                 with os.scandir(full) as listing:
                     for entry in listing:
                         if entry.name.endswith(".jsonl"):
