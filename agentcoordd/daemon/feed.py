@@ -3,7 +3,7 @@
 A `BatchSource` runs in the daemon's task group while someone follows its
 batch (and `LINGER` seconds after the last one left, so a reconnecting
 follower finds it warm). It listens to the store's change notices (the
-`changes` capability: an etcd watch, a local stat poll, the Worker listing
+`changes` capability: an etcd watch, inotify or a stat poll locally, the Worker listing
 poll) and, after each notice, reads the batch once (`coord.feed.read_batch`;
 notices that arrive during a read are folded into one more read). New events
 are appended to its arrival log; followers (`Follower`) take from that log.

@@ -148,7 +148,7 @@ class ChangeNotices(Protocol):
     def changes(self, prefix: str) -> AsyncIterator[str]:
         """Yields once when watching has begun, then whenever records below `prefix`
         may have changed (never misses one; may yield without a change). The value
-        names the mechanism ("watch", "stat", "poll") for `daemon status`."""
+        names the mechanism ("watch", "inotify", "stat", "poll") for `daemon status`."""
         ...
 
 

@@ -41,6 +41,7 @@ import anyio.to_thread
 import msgspec
 
 from agentcoordd.model import ids
+from agentcoordd.store import inotify
 from agentcoordd.model.backoff import LOCK_SPIN, LOCK_WAIT
 from agentcoordd.store.base import (
     Capabilities,
@@ -59,8 +60,11 @@ from agentcoordd.store.history import JsonlHistory, JsonlReader
 from agentcoordd.store.files import PRIVATE_DIR_MODE, file_mode, fsync_dir, sweep_stale_temps, write_all
 
 T = TypeVar("T")
-# The event feed's stat poll: a few stats per batch this often.
+# The event feed's stat poll: a few stats per batch this often (without inotify).
 CHANGE_POLL = 0.05
+# With inotify: the stamp is still checked this often (directories created later).
+INOTIFY_SAFETY = 1.0
+INOTIFY_COALESCE = 0.01  # one wake-up for the bursts of one write
 _encoder = msgspec.json.Encoder()
 LOCK_SPIN_SECONDS = 0.02  # in-thread tries of a busy lock before handing the wait to the event loop
 LOCK_WAIT_CAP = 30.0  # a call without a deadline of its own waits at most this
@@ -167,28 +171,57 @@ class LocalStore:
     # ---- change detection (the event feed) ---------------------------------
 
     async def changes(self, prefix: str) -> AsyncIterator[str]:
-        """A stat poll every `CHANGE_POLL` seconds: the prefix's directory (a new
-        record file changes its mtime) and, below `events/`, every JSON Lines
-        history file (appended in place: mtime and size). Cheap (a few stats), exact."""
+        """What changed is decided by a stat stamp (`change_stamp_sync`): the prefix's
+        directory (a new record file changes its mtime) and, below `events/`, every
+        JSON Lines history file (appended in place: mtime and size). inotify (Linux)
+        wakes the check when a watched directory changes, with a stat poll every
+        `INOTIFY_SAFETY` seconds for directories created later; elsewhere the stamp
+        is polled every `CHANGE_POLL` seconds. Yields "inotify" or "stat"."""
         prefix = ids.state_prefix(prefix).rstrip("/")
-        # Stamped before the first notice: a write right after it is a change.
-        last = await self._run(self.change_stamp_sync, prefix)
-        yield "stat"
-        while True:
-            await anyio.sleep(CHANGE_POLL)
-            stamp = await self._run(self.change_stamp_sync, prefix)
-            if stamp != last:
-                last = stamp
-                yield "stat"
+        notify = inotify.open_inotify()
+        how = "stat" if notify is None else "inotify"
+
+        def stamp() -> tuple[Any, ...]:
+            # Watches first, then the stamp: a write after it always wakes the wait.
+            if notify is not None:
+                for rel in self._change_dirs(prefix):
+                    notify.watch(f"{self._root}/{rel}")
+            return self.change_stamp_sync(prefix)
+
+        try:
+            # Stamped before the first notice: a write right after it is a change.
+            last = await self._run(stamp)
+            yield how
+            while True:
+                if notify is None:
+                    await anyio.sleep(CHANGE_POLL)
+                else:
+                    with anyio.move_on_after(INOTIFY_SAFETY):
+                        await anyio.wait_readable(notify.fd)
+                        await anyio.sleep(INOTIFY_COALESCE)  # a write is temp file + rename
+                    notify.drain()
+                now = await self._run(stamp)
+                if now != last:
+                    last = now
+                    yield how
+        finally:
+            if notify is not None:
+                notify.close()
+
+    @staticmethod
+    def _change_dirs(prefix: str) -> list[str]:
+        """The directories whose entries make the stamp: the prefix's own, and below
+        `events/` the JSON Lines directories (`events/batches` for the batch's file)."""
+        if not prefix.startswith("events/"):
+            return [prefix]
+        return [prefix, "events", "history", "events/batches"]
 
     def change_stamp_sync(self, prefix: str) -> tuple[Any, ...]:
         stamp: list[Any] = []
-        dirs = [prefix]
         if prefix.startswith("events/"):
             batch = prefix.split("/", 2)[1]
-            dirs += ["events", "history"]
             stamp.append(_stat_stamp(f"{self._root}/events/batches/{batch}.jsonl"))
-        for rel in dirs:
+        for rel in self._change_dirs(prefix)[:3]:
             full = f"{self._root}/{rel}"
             if rel == prefix:
                 stamp.append(_stat_stamp(full))

@@ -257,7 +257,7 @@ def test_the_feed_source_is_shown_in_daemon_status(daemon: Daemon) -> None:
     follower.take(1)
     sources = feed_sources(daemon)
     follower.finish(kill=True)
-    assert sources[0]["batch_id"] == "b1" and sources[0]["mechanism"] == "stat"
+    assert sources[0]["batch_id"] == "b1" and sources[0]["mechanism"] == "inotify"  # Linux
     assert sources[0]["followers"] == 1 and sources[0]["reads"] >= 1
     assert os.fspath(daemon.root) in sources[0]["backend"]
 

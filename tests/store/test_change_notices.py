@@ -10,7 +10,7 @@ import anyio
 
 from etcd_cluster import etcd_server, etcd_store  # noqa: F401 - fixtures are used by name
 
-MECHANISM = {"LocalStore": "stat", "HttpStore": "poll", "EtcdStore": "watch"}
+MECHANISM = {"LocalStore": "inotify", "HttpStore": "poll", "EtcdStore": "watch"}  # Linux
 
 
 async def _notices_after_a_write(backend: Any) -> tuple[str, bool]:
@@ -47,3 +47,24 @@ async def test_local_changes_ignore_writes_elsewhere(tmp_path: Any) -> None:
         await notices.__anext__()
     await notices.aclose()
     assert quiet.cancelled_caught
+
+
+async def test_without_inotify_the_local_store_polls_its_stamp(tmp_path: Any, monkeypatch: Any) -> None:
+    from agentcoordd.store import inotify
+    from agentcoordd.store.local import LocalStore
+
+    monkeypatch.setattr(inotify, "open_inotify", lambda: None)  # as on macOS
+    first, noticed = await _notices_after_a_write(LocalStore(tmp_path / "state"))
+    assert noticed and first == "stat"
+
+
+async def test_a_batch_directory_created_later_is_noticed(tmp_path: Any) -> None:
+    from agentcoordd.store.local import LocalStore
+
+    backend = LocalStore(tmp_path / "state")
+    notices = backend.capabilities.changes.changes("events/late")
+    await notices.__anext__()
+    await backend.create("events/late/e1.json", {"type": "note"})
+    with anyio.fail_after(3):
+        await notices.__anext__()
+    await notices.aclose()
