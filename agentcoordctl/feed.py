@@ -25,7 +25,7 @@ from typing import Any
 
 from agentcoordctl import client, output, spec
 from agentcoordctl.options import (
-    BACKEND, BATCH_ID_REQUIRED, JSON, eprint, fail, positive_seconds, send, show,
+    BACKEND, BATCH_ID_REQUIRED, JSON, Globals, eprint, fail, positive_seconds, send, show,
 )
 from agentcoordctl.render import printable
 from agentcoordctl.spec import Exit, Opt
@@ -139,9 +139,11 @@ def _follow(printer: Printer, *, batch_id: str, after: str | None, types: list[s
                            selection=selection)
         request.caller = client.caller()
         try:
+            # A live daemon sends a frame every second: silence for a whole call's
+            # timeout means a hung daemon, and following again is the way out.
             response, _ = client.request(
                 request, timeout=FOREVER if remaining is None else remaining + MARGIN,
-                on_progress=on_progress)
+                on_progress=on_progress, idle=Globals.timeout or client.timeout_from_env())
         except OutputClosed:
             raise Exit(0) from None
         except client.ClientError as exc:

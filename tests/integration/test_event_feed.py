@@ -282,3 +282,23 @@ def test_the_dashboards_event_stream_resumes_after_last_event_id(daemon: Daemon)
     assert got == written[1:]
     assert httpx.get(url, headers={"Last-Event-ID": "garbage"}, timeout=10).status_code == 400
     assert httpx.get(url, headers={"Host": "evil.example"}, timeout=10).status_code == 403
+
+
+def test_a_follower_of_a_hung_daemon_follows_again_once_it_answers(daemon: Daemon) -> None:
+    import signal
+
+    first = record(daemon, "b1", "note")
+    follower = FollowProcess(["--batch-id", "b1", "--until-type", "done", "--timeout", "60"],
+                             daemon.env(AGENT_COORD_TIMEOUT="2"), str(daemon.base))
+    seen = follower.take(1)
+    assert daemon.proc is not None
+    os.kill(daemon.proc.pid, signal.SIGSTOP)  # alive but silent: no keepalive comes
+    time.sleep(3.5)
+    os.kill(daemon.proc.pid, signal.SIGCONT)
+    done = record(daemon, "b1", "done")
+    seen += follower.take(1)
+
+    code, err = follower.finish()
+    assert code == 0, err
+    assert ids(seen) == [first, done]
+    assert "agentcoordd sent nothing for 2s" in err and "following again" in err
