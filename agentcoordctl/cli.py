@@ -46,6 +46,7 @@ COMMANDS = {
     "bootstrap": "agentcoordctl.bootstrap",
     "validate": "agentcoordctl.validate",
     "answer": "agentcoordctl.answer",
+    "events": "agentcoordctl.feed",
 }
 HELP_WORDS = ("-h", "--help", "help")
 # `agentcoordctl --version` is `agentcoordctl version` (what it prints, its exit code).

@@ -228,8 +228,10 @@ def _vkey(version: str) -> tuple[int, ...]:
 def request(message: Any, *, timeout: float | None = None, autostart: bool = True,
             env: Mapping[str, str] | None = None, path: str | None = None,
             on_progress: Callable[[p.Progress], None] | None = None,
-            notify: Callable[[str], None] | None = None) -> tuple[p.Response, p.Welcome | None]:
-    """Send one request and return the final response (and the daemon's welcome)."""
+            notify: Callable[[str], None] | None = None,
+            idle: float | None = None) -> tuple[p.Response, p.Welcome | None]:
+    """Send one request and return the final response (and the daemon's welcome).
+    `idle`: a streaming request's bound on the silence between two frames."""
     env = os.environ if env is None else env
     timeout = timeout if timeout is not None else timeout_from_env(env)
     path = path or socket_path(env)
@@ -250,8 +252,11 @@ def request(message: Any, *, timeout: float | None = None, autostart: bool = Tru
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused unread (a busy daemon): its one-line reason may be waiting below
         welcome: p.Welcome | None = None
+        silent = False
         while True:
-            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            wait = max(deadline - time.monotonic(), 0.001)
+            silent = idle is not None and idle < wait
+            sock.settimeout(min(wait, idle) if silent and idle is not None else wait)
             reply = decoder.decode(p.recv_frame(sock))
             if isinstance(reply, p.Welcome):
                 welcome = reply
@@ -265,6 +270,9 @@ def request(message: Any, *, timeout: float | None = None, autostart: bool = Tru
             else:
                 return reply, welcome
     except (socket.timeout, TimeoutError):
+        if silent:
+            raise ClientError(f"agentcoordd sent nothing for {idle:g}s (socket {path}); coordination "
+                              "state is UNKNOWN") from None
         raise ClientError(
             f"agentcoordd did not answer within {timeout:g}s (socket {path}); coordination state "
             "is UNKNOWN"

@@ -274,6 +274,19 @@ class Answer(_Request, tag_field="op", tag="answer", kw_only=True):
     agent_id: str | None = None
 
 
+class Events(_Wait, tag_field="op", tag="events", kw_only=True):
+    """`events --batch-id B [--after C] [--follow] …`: the batch's events after a cursor.
+    With `follow`, Progress frames carry `{"events": [...]}` (and keepalives) until
+    `until_type` arrives (exit 0) or `wait_seconds` pass (exit 2, `timed_out`)."""
+
+    batch_id: str
+    after: str | None = None
+    types: list[str] = []
+    lane: str | None = None
+    follow: bool = False
+    until_type: str | None = None
+
+
 class Doctor(_Request, tag_field="op", tag="doctor", kw_only=True):
     """`doctor [--deep] [--doctor-prefix P] [--stack-json]`: can coordination be trusted?"""
 
@@ -342,6 +355,7 @@ Request = Union[
     WaitUnblocked,
     WaitAnswered,
     Answer,
+    Events,
 ]
 REQUEST_TYPES: tuple[type[_Request], ...] = Request.__args__  # type: ignore[attr-defined]
 
@@ -391,7 +405,7 @@ ClientFrame = Union[Hello, Claim, Release, Heartbeat, RecordEvent, RegisterBatch
                     Lanes, LanesStop, Doctor,
                     BatchStop, BatchStopped, Health, Overview, Dashboard,
                     OutboxList, OutboxFlush, WaitStopRequested, WaitUnblocked,
-                    WaitAnswered, Answer]
+                    WaitAnswered, Answer, Events]
 ServerFrame = Union[Welcome, Progress, Response]
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
+import anyio
 import msgspec
 
 from agentcoordd import protocol as p
@@ -20,7 +21,42 @@ from agentcoordd.daemon import backends
 from agentcoordd.daemon.services import Services
 from agentcoordd.model.identity import resolve_identity
 
-Progress = Callable[[p.Progress], None]
+
+
+class ClientGone(Exception):
+    """The client of a streaming request stopped reading (closed its end)."""
+
+
+class Progress(Protocol):
+    """Where a long request's interim frames go (dispatch's WITH_PROGRESS requests)."""
+
+    def __call__(self, frame: p.Progress) -> None:
+        """Best effort: dropped when the client lags (gc progress)."""
+        ...
+
+    async def send(self, frame: p.Progress) -> None:
+        """Every frame, in order, waiting while the client lags (the event feed);
+        raises ClientGone once the client stopped reading."""
+        ...
+
+
+class ProgressChannel:
+    """A Progress over a memory stream that the server forwards to the client."""
+
+    def __init__(self, sender: Any) -> None:
+        self._sender = sender
+
+    def __call__(self, frame: p.Progress) -> None:
+        try:
+            self._sender.send_nowait(frame)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+
+    async def send(self, frame: p.Progress) -> None:
+        try:
+            await self._sender.send(frame)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise ClientGone() from None
 
 
 class Call:

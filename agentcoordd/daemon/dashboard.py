@@ -10,6 +10,10 @@ elsewhere) over a small JSON API:
     GET  /api/health[?batch_id=B]  coord.health payload
     GET  /api/history[?batch_id=B&limit=N]  merged Store + local JSONL history
     GET  /api/search?q=Q         lanes by PR/issue number, branch, thread handle
+    GET  /api/feed?batch_id=B[&from=end]  server-sent events: the batch's live event feed
+                                 (the daemon's shared source, daemon/feed.py); each
+                                 event's SSE id is its cursor, so a reconnecting
+                                 EventSource resumes after Last-Event-ID
     POST /api/import             {launch_prompt, dry_run?, replace?} -> batches/<id>.json
     POST /api/stop               {batch_id, message?} -> one batch.stop_requested event
     GET  /metrics                the daemon's Prometheus metrics (docs/metrics.md)
@@ -69,6 +73,7 @@ MAX_PROMPT_BYTES = 192 * 1024
 READ_TIMEOUT = 30.0
 MAX_CONNECTIONS = 64
 DEFAULT_REFRESH_SECONDS = 5
+FEED_KEEPALIVE = 15.0  # an idle event stream sends a comment this often (and notices a gone client)
 STATIC_FILES = {
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
@@ -131,9 +136,12 @@ class Dashboard:
         on_stop_requested: Callable[[str], None] | None = None,
         metrics: Callable[[], tuple[str, bytes]] | None = None,
         on_events: Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]] | None = None,
+        feed: Callable[[str, Any, bool], Any] | None = None,
     ) -> None:
         self.store_factory = store_factory
         self.metrics = metrics  # (content type, exposition) for GET /metrics
+        # feed(batch_id, after, from_end): `async with` a daemon.feed.Follower (None: no /api/feed).
+        self.feed = feed
         # Told the batch id after a stop request was written (the daemon's stop-notice cache).
         self.on_stop_requested = on_stop_requested
         # Given the events a write of the page made (the daemon's notifications).
@@ -208,6 +216,10 @@ class Dashboard:
                         return
                     if request is None:
                         return
+                    if request.method == b"GET" and urlsplit(
+                            request.target.decode("latin-1")).path == "/api/feed":
+                        await self._feed_stream(stream, conn, request, peer)
+                        return  # a stream ends its connection
                     status, ctype, payload = await self._respond(request, body, peer)
                     await self._send(stream, conn, status, ctype, payload)
                     if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
@@ -286,10 +298,7 @@ class Dashboard:
         target = urlsplit(request.target.decode("latin-1"))
         query = {k: v[-1] for k, v in parse_qs(target.query).items()}
         try:
-            if not peer_allowed(peer, self.allowed_networks):
-                raise HttpError(403, f"dashboard: peer {peer or '?'} is not an allowed loopback client")
-            if headers.get("host") not in self._hosts():
-                raise HttpError(403, "dashboard: unexpected Host header")
+            self._guard(headers, peer)
             if method == "POST":
                 self.check_write(headers)
                 data = self._body(body)
@@ -310,6 +319,46 @@ class Dashboard:
             return 503, *self._error(exc.message)
         except Exception as exc:  # never take the server down with one request
             return 500, *self._error(f"internal error: {type(exc).__name__}")
+
+    def _guard(self, headers: dict[str, str], peer: str) -> None:
+        """Every request: an allowed loopback peer naming this server in Host."""
+        if not peer_allowed(peer, self.allowed_networks):
+            raise HttpError(403, f"dashboard: peer {peer or '?'} is not an allowed loopback client")
+        if headers.get("host") not in self._hosts():
+            raise HttpError(403, "dashboard: unexpected Host header")
+
+    async def _feed_stream(self, stream: Any, conn: h11.Connection, request: h11.Request,
+                           peer: str) -> None:
+        """GET /api/feed: server-sent events until the client goes away."""
+        from agentcoordd.model import cursor as cur
+
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers}
+        query = {k: v[-1] for k, v in parse_qs(urlsplit(request.target.decode("latin-1")).query).items()}
+        try:
+            self._guard(headers, peer)
+            if self.feed is None:
+                raise HttpError(404, "the live feed is served by agentcoordd's dashboard only")
+            batch = query.get("batch_id") or ""
+            after = headers.get("last-event-id") or query.get("after")
+            try:
+                ids.batch_id(batch)
+                position = cur.decode(after) if after else cur.START
+            except UsageError as exc:
+                raise HttpError(400, exc.message) from None
+        except HttpError as exc:
+            await self._send(stream, conn, exc.status, *self._error(exc.message), close=True)
+            return
+        from_end = not after and query.get("from") == "end"
+        async with self.feed(batch, position, from_end) as follower:
+            await stream.send(conn.send(h11.Response(status_code=200, reason=b"OK", headers=[
+                ("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-store"),
+                ("x-content-type-options", "nosniff"), ("content-security-policy", CSP)])))
+            rows = await follower.backlog()
+            while True:
+                chunk = b"".join(b"id: " + row["cursor"].encode("ascii") + b"\nevent: feed\ndata: "
+                                 + _json(row) + b"\n\n" for row in rows)
+                await stream.send(conn.send(h11.Data(data=chunk or b": keepalive\n\n")))
+                rows = await follower.next(FEED_KEEPALIVE)
 
     @staticmethod
     def _ok(payload: Any) -> tuple[str, bytes]:

@@ -32,6 +32,7 @@ from agentcoordd.model.identity import Identity
 
 if TYPE_CHECKING:
     from agentcoordd.daemon.dashboard import Dashboard
+    from agentcoordd.daemon.feed import Feed
     from agentcoordd.daemon.stopnotice import StopNotices
 
 HOST = "127.0.0.1"
@@ -44,10 +45,11 @@ class DashboardHost:
                  background: Background, log: Any,
                  metrics: Callable[[], tuple[str, bytes]] | None = None,
                  on_events: Callable[[list[tuple[str, dict[str, Any]]]], Awaitable[None]]
-                 | None = None) -> None:
+                 | None = None, feed: Feed | None = None) -> None:
         self.pool = pool
         self.metrics = metrics  # the /metrics exposition; None with --no-metrics
         self.on_events = on_events  # events the dashboard wrote (notifications)
+        self.feed = feed  # the live event feed its batch view streams (server-sent events)
         self.clock = clock
         self.stop_notices = stop_notices
         self.background = background
@@ -80,15 +82,26 @@ class DashboardHost:
     async def _start(self, port: int | None, identity: Identity) -> Dashboard:
         from agentcoordd.daemon.dashboard import Dashboard  # the web app: only once asked for
 
-        def store() -> Any:
+        def resolved() -> Any:
             if self.resolved is None:  # started by --metrics-port, no `dashboard` request yet
                 raise OperationalError("the dashboard shows no backend yet: run "
                                        "`agentcoordctl dashboard` to choose the state it shows")
-            return self.pool.get(self.resolved)
+            return self.resolved
+
+        def store() -> Any:
+            return self.pool.get(resolved())
+
+        def follow(batch_id: str, after: Any, from_end: bool) -> Any:
+            from agentcoordd.coord.feed import Filters
+
+            assert self.feed is not None
+            chosen = resolved()
+            return self.feed.follow(chosen.key, self.pool.get(chosen), batch_id,
+                                    after, Filters(), from_end=from_end)
 
         board = Dashboard(store, self.clock, Identity(machine_id=identity.machine_id),
                           on_stop_requested=self.stop_notices.forget, metrics=self.metrics,
-                          on_events=self.on_events)
+                          on_events=self.on_events, feed=follow if self.feed is not None else None)
         try:
             await self.background.start(board.serve, HOST, port or 0)
         except OSError as exc:

@@ -24,6 +24,7 @@ from agentcoordd.daemon.handlers import (
     daemon,
     dashboard,
     doctor,
+    feed,
     gc,
     health,
     heartbeat,
@@ -68,9 +69,10 @@ HANDLERS: dict[type, Handler] = {
     p.ConfigShow: daemon.handle_config,
     p.DaemonStatus: daemon.handle_status,
     p.DaemonStop: daemon.handle_stop,
+    p.Events: feed.handle,
 }
 # Requests that report progress frames while they run.
-WITH_PROGRESS = frozenset({p.Gc})
+WITH_PROGRESS = frozenset({p.Gc, p.Events})
 # Leave the caller some time to receive and print the reply.
 TIMEOUT_MARGIN = 0.25
 

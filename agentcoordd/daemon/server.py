@@ -48,6 +48,7 @@ import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agentcoordd import protocol as p
+from agentcoordd.daemon.call import ProgressChannel
 from agentcoordd.daemon.dispatch import dispatch, wants_progress
 from agentcoordd.daemon.logging import get_logger
 from agentcoordd.daemon.services import Services
@@ -477,23 +478,23 @@ class Daemon:
                 raise BadClient("client went away before its reply (request completed)") from None
 
     async def _dispatch_with_progress(self, stream: Any, request: Any, log: Any) -> p.Response:
-        """Forward Progress frames while the request runs (dropped if the client lags)."""
+        """Forward Progress frames while the request runs (call.ProgressChannel: dropped
+        if the client lags, or awaited); after a failed send nothing more is forwarded,
+        so a streaming handler's next `send` learns that the client is gone."""
         sender, receiver = anyio.create_memory_object_stream[p.Progress](256)
-
-        def progress(frame: p.Progress) -> None:
-            with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
-                sender.send_nowait(frame)
 
         async def forward() -> None:
             with receiver:
                 async for frame in receiver:
-                    with contextlib.suppress(Exception):
+                    try:
                         await self._send(stream, frame)
+                    except Exception:  # noqa: BLE001 - the client went away (or stalled)
+                        return
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(forward)
             with sender:
-                response = await self._dispatch(request, log, progress)
+                response = await self._dispatch(request, log, ProgressChannel(sender))
         return response
 
     async def _dispatch(self, request: Any, log: Any, progress: Any = None) -> p.Response:

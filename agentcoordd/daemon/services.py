@@ -18,6 +18,7 @@ from agentcoordd.daemon.clock import SystemClock
 from agentcoordd.daemon.credentials import Credentials
 from agentcoordd.daemon.dashboard_host import DashboardHost
 from agentcoordd.daemon.delivery import Delivery
+from agentcoordd.daemon.feed import Feed
 from agentcoordd.daemon.keeper import LaneKeeper
 from agentcoordd.daemon.metrics import Metrics, build as build_metrics
 from agentcoordd.daemon.notify import Notifier
@@ -50,6 +51,7 @@ class Services:
     background: Background
     metrics: Metrics  # the daemon's own Prometheus registry (daemon/metrics.py)
     notifier: Notifier  # notifications to people, through their own durable outbox
+    feed: Feed  # the live event feed: one source per followed batch
     http_port: int | None = None  # serve the loopback dashboard + /metrics from the start
 
     @classmethod
@@ -67,15 +69,16 @@ class Services:
         recorder.watch(server=server, keeper=keeper, outbox=outbox)
         stop_notices = StopNotices()
         background = Background()
+        feed = Feed(background=background, clock=clock, log=log)
         return cls(server=server, log=log, clock=clock, pool=pool, credentials=credentials,
                    outbox=outbox, keeper=keeper, stop_notices=stop_notices,
                    shared_reads=RecentReads(), stamps=StampQueue(),
                    dashboards=DashboardHost(pool=pool, clock=clock, stop_notices=stop_notices,
                                             background=background, log=log,
                                             metrics=recorder.exposition if recorder.enabled else None,
-                                            on_events=notifier.notice),
+                                            on_events=notifier.notice, feed=feed),
                    pollers=Pollers(), background=background, metrics=recorder,
-                   notifier=notifier, http_port=http_port)
+                   notifier=notifier, feed=feed, http_port=http_port)
 
     def start(self, tasks: anyio.abc.TaskGroup) -> None:
         """The loops that run for the daemon's lifetime, in the server's task group."""

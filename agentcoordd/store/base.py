@@ -8,6 +8,7 @@ overwrites blindly.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +142,16 @@ class Scanning(Protocol):
                         cap: int | None = None) -> Any: ...
 
 
+class ChangeNotices(Protocol):
+    """Change detection below a prefix (the event feed's one source per batch)."""
+
+    def changes(self, prefix: str) -> AsyncIterator[str]:
+        """Yields once when watching has begun, then whenever records below `prefix`
+        may have changed (never misses one; may yield without a change). The value
+        names the mechanism ("watch", "inotify", "stat", "poll") for `daemon status`."""
+        ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a store can do beyond the protocol; None where it cannot."""
@@ -151,6 +162,7 @@ class Capabilities:
     introspection: Introspection | None = None
     archive: ArchiveMoves | None = None
     files: LocalFiles | None = None
+    changes: ChangeNotices | None = None
 
 
 class Store(Protocol):

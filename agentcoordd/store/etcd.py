@@ -50,7 +50,7 @@ from __future__ import annotations
 import base64
 import re
 import ssl
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -328,6 +328,44 @@ class EtcdClient:
             raise _Retry(f"HTTP {response.status_code}", maybe_applied=response.status_code >= 500)
         return reply
 
+    async def watch(self, key: bytes, range_end: bytes) -> AsyncIterator[dict[str, Any]]:
+        """The JSON gateway's `/v3/watch` stream on [key, range_end): each reply's
+        `result`, as etcd sends them (the first one says `created`). Ends (or raises
+        Unavailable) when the stream breaks; the caller re-watches."""
+        endpoint = self.current_endpoint
+        try:
+            token = await self._ensure_token(endpoint)
+        except _BadToken:
+            await self._invalidate(None)
+            raise Unavailable("etcd refused the watch token") from None
+        headers = {"Authorization": token} if token else None
+        body = _encoder.encode({"create_request": {"key": _b64(key), "range_end": _b64(range_end)}})
+        try:
+            # No read timeout: a quiet prefix sends nothing for as long as it stays quiet.
+            async with self._http.stream("POST", endpoint + "/v3/watch", content=body, headers=headers,
+                                         timeout=httpx.Timeout(None, connect=5.0)) as response:
+                if response.status_code != 200:
+                    self._rotate(endpoint)
+                    raise Unavailable(f"etcd watch: HTTP {response.status_code} from {endpoint}")
+                async for line in response.aiter_lines():
+                    try:
+                        reply = _decoder.decode(line)
+                    except msgspec.DecodeError:
+                        continue
+                    if not isinstance(reply, dict):
+                        continue
+                    if "error" in reply:
+                        error = reply["error"] if isinstance(reply["error"], dict) else {}
+                        if error.get("http_code") == 401 or "token" in str(error.get("message", "")):
+                            await self._invalidate(token)
+                        raise Unavailable(f"etcd watch failed: {error.get('message') or reply['error']}")
+                    result = reply.get("result")
+                    if isinstance(result, dict):
+                        yield result
+        except httpx.TransportError as exc:
+            self._rotate(endpoint)
+            raise Unavailable(f"etcd watch on {endpoint} broke ({type(exc).__name__})") from None
+
     @staticmethod
     def _raise_for(reply: dict[str, Any]) -> None:
         try:
@@ -386,7 +424,7 @@ class EtcdStore:
         self._kp = self.key_prefix.encode("utf-8")
         self.page_size = max(1, page_size)
         self.name = "etcd:" + ",".join(self.client.endpoints) + (f"#{self.key_prefix}" if self.key_prefix else "")
-        self.capabilities = Capabilities(archive=self)
+        self.capabilities = Capabilities(archive=self, changes=self)
 
     def __repr__(self) -> str:
         return f"EtcdStore({self.name!r}, user={self.client.user!r})"
@@ -572,6 +610,29 @@ class EtcdStore:
             return ids.state_path(raw_key[len(self._kp):].decode("utf-8"))
         except (UnicodeDecodeError, UsageError):
             return None
+
+    # ---- change detection (the event feed) --------------------------------------
+
+    async def changes(self, prefix: str) -> AsyncIterator[str]:
+        """A native etcd watch on the prefix: yields once the watch is created, then on
+        every reply carrying events. A broken watch is re-created (after a short
+        backoff) and yields again, since a change may have landed in between."""
+        prefix = _valid(ids.state_prefix, prefix).rstrip("/")
+        start = self._key(prefix + "/")
+        end = _prefix_end(start)
+        failures = 0
+        while True:
+            try:
+                async for result in self.client.watch(start, end):
+                    if result.get("created") or result.get("events"):
+                        failures = 0
+                        yield "watch"
+                    if result.get("canceled"):
+                        break
+            except Unavailable:
+                pass
+            failures += 1
+            await anyio.sleep(ETCD_ROUND.delay(failures))
 
     # ---- etcd-only helpers ------------------------------------------------------
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 from urllib.parse import quote
 
@@ -55,6 +56,8 @@ from agentcoordd.store.base import (
 )
 
 MAX_PAGE = 1000  # the Worker's largest `limit`
+# The event feed re-lists a followed batch this often (one listing shared by all followers).
+CHANGE_POLL = 0.5
 ACTIVE_DATA_CAP = 256 * 1024
 ARCHIVE_DATA_CAP = 1024 * 1024
 
@@ -189,7 +192,7 @@ class HttpStore:
             raise UsageError(f"invalid API URL: {base_url!r} (expected http(s)://HOST[:PORT])")
         self.base_url = str(base_url).rstrip("/")
         self.name = f"http:{self.base_url}"
-        self.capabilities = Capabilities(introspection=self)
+        self.capabilities = Capabilities(introspection=self, changes=self)
         self.timeout = float(timeout)
         self.connect_timeout = min(float(connect_timeout or timeout), self.timeout)
         self.read_attempts = max(1, read_attempts)
@@ -283,6 +286,14 @@ class HttpStore:
             more = f"{len(unreadable)} unreadable records below {prefix}; " if len(unreadable) > 1 else ""
             raise UnreadableEntries(f"{more}{reason} in record {path}", result, unreadable)
         return result
+
+    async def changes(self, prefix: str) -> AsyncIterator[str]:
+        """The Worker has no change stream: a tick every `CHANGE_POLL` seconds, on
+        which the feed re-reads the prefix with a paged cursor listing."""
+        _checked_prefix(prefix)
+        while True:
+            yield "poll"
+            await anyio.sleep(CHANGE_POLL)
 
     async def whoami(self) -> Whoami:
         resp = await self._send("GET", "/v1/whoami", path=None)

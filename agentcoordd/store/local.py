@@ -32,14 +32,16 @@ import secrets
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
 import anyio.to_thread
 import msgspec
 
 from agentcoordd.model import ids
+from agentcoordd.store import inotify
 from agentcoordd.model.backoff import LOCK_SPIN, LOCK_WAIT
 from agentcoordd.store.base import (
     Capabilities,
@@ -58,6 +60,11 @@ from agentcoordd.store.history import JsonlHistory, JsonlReader
 from agentcoordd.store.files import PRIVATE_DIR_MODE, file_mode, fsync_dir, sweep_stale_temps, write_all
 
 T = TypeVar("T")
+# The event feed's stat poll: a few stats per batch this often (without inotify).
+CHANGE_POLL = 0.05
+# With inotify: the stamp is still checked this often (directories created later).
+INOTIFY_SAFETY = 1.0
+INOTIFY_COALESCE = 0.01  # one wake-up for the bursts of one write
 _encoder = msgspec.json.Encoder()
 LOCK_SPIN_SECONDS = 0.02  # in-thread tries of a busy lock before handing the wait to the event loop
 LOCK_WAIT_CAP = 30.0  # a call without a deadline of its own waits at most this
@@ -88,6 +95,14 @@ def _valid(check: Callable[[str], str], value: str) -> str:
         raise InvalidPath(exc.message) from None
 
 
+def _stat_stamp(path: str) -> tuple[int, ...]:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return (-1,)
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 class LocalStore:
     """A Store over a directory tree. Blocking I/O runs in worker threads."""
 
@@ -104,7 +119,7 @@ class LocalStore:
         self._swept = False
         self._sweep_lock = threading.Lock()
         self._history = JsonlReader(self.root)
-        self.capabilities = Capabilities(blocking=self, paths=self, files=self)
+        self.capabilities = Capabilities(blocking=self, paths=self, files=self, changes=self)
 
     # ---- async Store API -------------------------------------------------
 
@@ -151,6 +166,73 @@ class LocalStore:
                 stamp.extend(-1 for _ in fields)
                 continue
             stamp.extend(getattr(st, f) for f in fields)
+        return tuple(stamp)
+
+    # ---- change detection (the event feed) ---------------------------------
+
+    async def changes(self, prefix: str) -> AsyncIterator[str]:
+        """What changed is decided by a stat stamp (`change_stamp_sync`): the prefix's
+        directory (a new record file changes its mtime) and, below `events/`, every
+        JSON Lines history file (appended in place: mtime and size). inotify (Linux)
+        wakes the check when a watched directory changes, with a stat poll every
+        `INOTIFY_SAFETY` seconds for directories created later; elsewhere the stamp
+        is polled every `CHANGE_POLL` seconds. Yields "inotify" or "stat"."""
+        prefix = ids.state_prefix(prefix).rstrip("/")
+        notify = inotify.open_inotify()
+        how = "stat" if notify is None else "inotify"
+
+        def stamp() -> tuple[Any, ...]:
+            # Watches first, then the stamp: a write after it always wakes the wait.
+            if notify is not None:
+                for rel in self._change_dirs(prefix):
+                    notify.watch(f"{self._root}/{rel}")
+            return self.change_stamp_sync(prefix)
+
+        try:
+            # Stamped before the first notice: a write right after it is a change.
+            last = await self._run(stamp)
+            yield how
+            while True:
+                if notify is None:
+                    await anyio.sleep(CHANGE_POLL)
+                else:
+                    with anyio.move_on_after(INOTIFY_SAFETY):
+                        await anyio.wait_readable(notify.fd)
+                        await anyio.sleep(INOTIFY_COALESCE)  # a write is temp file + rename
+                    notify.drain()
+                now = await self._run(stamp)
+                if now != last:
+                    last = now
+                    yield how
+        finally:
+            if notify is not None:
+                notify.close()
+
+    @staticmethod
+    def _change_dirs(prefix: str) -> list[str]:
+        """The directories whose entries make the stamp: the prefix's own, and below
+        `events/` the JSON Lines directories (`events/batches` for the batch's file)."""
+        if not prefix.startswith("events/"):
+            return [prefix]
+        return [prefix, "events", "history", "events/batches"]
+
+    def change_stamp_sync(self, prefix: str) -> tuple[Any, ...]:
+        stamp: list[Any] = []
+        if prefix.startswith("events/"):
+            batch = prefix.split("/", 2)[1]
+            stamp.append(_stat_stamp(f"{self._root}/events/batches/{batch}.jsonl"))
+        for rel in self._change_dirs(prefix)[:3]:
+            full = f"{self._root}/{rel}"
+            if rel == prefix:
+                stamp.append(_stat_stamp(full))
+                continue
+            try:  # JSON Lines files only: other batches' directories are not this batch's change
+                with os.scandir(full) as listing:
+                    for entry in listing:
+                        if entry.name.endswith(".jsonl"):
+                            stamp.append((entry.name, _stat_stamp(entry.path)))
+            except OSError:
+                continue
         return tuple(stamp)
 
     @staticmethod

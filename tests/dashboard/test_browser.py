@@ -225,3 +225,40 @@ def test_overview_render_time_over_1000_lanes(driver: Any, served: Served, clock
           f"page start to rendered {to_render_ms:.0f} ms (API + render); "
           f"driver.get to rendered {loaded * 1000:.0f} ms")
     assert _rows(driver) == 1000
+
+
+def test_the_batch_view_updates_live_from_the_daemons_event_feed(driver: Any) -> None:
+    """Through a real agentcoordd: its dashboard streams the batch's feed (server-sent
+    events); with auto-refresh off, a new event still shows without a page load."""
+    import datetime as dt
+
+    from integration.helpers import make_daemon
+
+    base = Path(tempfile.mkdtemp(prefix="acdf.", dir="/tmp"))
+    d = make_daemon(base)
+    d.start()
+    try:
+        generate(d.root, "batch-live", 3, dt.datetime.now(dt.timezone.utc))
+        shown = d.ctl("dashboard", "--json")
+        assert shown.returncode == 0, shown.stderr
+        driver.get(json.loads(shown.stdout)["url"])
+        wait_for(driver, "return document.body.dataset.renderedLanes === '3'")
+        driver.find_element("id", "auto-refresh").click()  # off: only the feed can update the page
+        driver.execute_script("window.__samePage = true")
+        driver.find_element("css selector", "[data-open-batch='batch-live']").click()
+        wait_for(driver, "return document.getElementById('live').dataset.state === 'live'")
+
+        written = d.ctl("record-event", "--batch-id", "batch-live", "--type", "blocked",
+                        "--message", "needs a human review")
+        assert written.returncode == 0, written.stderr
+        wait_for(driver, "return document.querySelector('#batch-events tr.event[data-type=\"blocked\"]')",
+                 timeout=10)
+
+        assert "needs a human review" in driver.find_element("id", "batch-events").text
+        assert driver.execute_script("return window.__samePage === true && window.agentcoord.feedEvents") >= 1
+        assert not driver.find_element("id", "auto-refresh").is_selected()
+        status = json.loads(d.ctl("daemon", "status", "--json").stdout)
+        assert [(s["batch_id"], s["followers"]) for s in status["feed"]["sources"]] == [("batch-live", 1)]
+    finally:
+        d.stop()
+        shutil.rmtree(base, ignore_errors=True)

@@ -117,8 +117,8 @@ def invocations(draw: st.DrawFn, catalog: list[Command], root: str) -> list[str]
         args.insert(draw(st.integers(0, len(args))), draw(hostile_text | st.just("--no-such")))
     if command.takes_state_root:
         args += ["--state-root", root]
-    if command.path == ("wait",):
-        args += ["--timeout", "1"]
+    if command.path == ("wait",) or (command.path == ("events",) and "--follow" in args):
+        args += ["--timeout", "1"]  # a wait (a follow) ends: the last --timeout wins
     if draw(st.integers(0, 7)) == 0:
         args = ["--timeout", draw(hostile_numbers), *args]
     return args

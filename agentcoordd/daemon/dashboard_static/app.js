@@ -5,8 +5,8 @@
 
 const CSRF = document.querySelector('meta[name="agentcoord-csrf"]').content;
 const REFRESH_MS = Number(document.querySelector('meta[name="agentcoord-refresh-ms"]').content) || 5000;
-const state = { tab: "overview", overview: null, batch: null, query: "", timer: null };
-window.agentcoord = { renders: [], lastRenderMs: null, loads: 0 };
+const state = { tab: "overview", overview: null, batch: null, query: "", timer: null, feed: null, feedTimer: null };
+window.agentcoord = { renders: [], lastRenderMs: null, loads: 0, feedEvents: 0, lastFeedEvent: null };
 
 const $ = (id) => document.getElementById(id);
 
@@ -164,6 +164,7 @@ async function loadBatch() {
   const overviewBatch = state.overview && state.overview.batches.find((b) => b.batch_id === data.batch_id);
   const lanes = overviewBatch ? overviewBatch.lanes : [];
   $("batch-lanes").innerHTML = table(LANE_HEADERS, lanes.map((l) => laneRow(l, false)));
+  followBatch(data.batch_id);
   const events = data.history.events.slice().reverse();
   $("batch-events").innerHTML = table(["At", "Type", "Lane", "Agent", "Target", "Status", "Machine", "Message", "Source"],
     events.map((e) => `<tr class="event" data-type="${esc(e.type)}"><td>${esc(e.at)}</td><td>${esc(e.type)}</td><td>${esc(e.lane)}</td>` +
@@ -178,6 +179,30 @@ function renderRequests(requests) {
     requests.map((r) => `<tr class="request" data-event="${esc(r.event_id)}"><td><code>${esc(r.event_id)}</code></td>` +
       `<td>${esc(r.type)}</td><td>${esc(Math.round((r.age_seconds || 0) / 60))} min</td><td>${esc(r.lane)}</td>` +
       `<td>${esc(r.agent_id)}</td><td class="msg">${esc(r.message || r.reason)}</td></tr>`));
+}
+
+// The open batch follows the daemon's live feed (server-sent events): each new event
+// re-reads the batch view at once, without waiting for auto-refresh or reloading the page.
+function followBatch(batchId) {
+  if (state.feed && state.feed.batch === batchId) return;
+  if (state.feed) state.feed.source.close();
+  const source = new EventSource(`/api/feed?batch_id=${encodeURIComponent(batchId)}&from=end`);
+  state.feed = { batch: batchId, source };
+  source.addEventListener("open", () => { $("live").textContent = "live"; $("live").dataset.state = "live"; });
+  source.addEventListener("error", () => { $("live").textContent = "reconnecting"; $("live").dataset.state = "reconnecting"; });
+  source.addEventListener("feed", (message) => {
+    window.agentcoord.feedEvents += 1;
+    window.agentcoord.lastFeedEvent = JSON.parse(message.data);
+    clearTimeout(state.feedTimer);
+    state.feedTimer = setTimeout(async () => {
+      try {
+        await loadOverview();
+        if (state.tab === "batch" && state.batch === batchId) await loadBatch();
+      } catch (err) {
+        showError(err);
+      }
+    }, 100);
+  });
 }
 
 async function requestStop() {

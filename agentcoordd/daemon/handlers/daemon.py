@@ -23,7 +23,8 @@ async def handle_config(req: p.ConfigShow, svc: Services, call: Call) -> p.Respo
 
 async def handle_status(req: p.DaemonStatus, svc: Services, call: Call) -> p.Response:
     return call.reply({**svc.server.describe(), "backends": svc.pool.describe(),
-                       "metrics_url": svc.dashboards.metrics_url()})
+                       "metrics_url": svc.dashboards.metrics_url(),
+                       "feed": svc.feed.describe()})
 
 
 async def handle_stop(req: p.DaemonStop, svc: Services, call: Call) -> p.Response:
