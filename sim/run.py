@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sim import calls, cluster
+from sim import calls, cluster, feedlog
 from sim.plan import OPERATOR, REPO, Params, Plan, lane_name, make_plan, target_of
 
 
@@ -91,6 +91,7 @@ def run(params: Params, out: Path, *, backend: str = "local", transport: str = "
         if rc != 0:
             raise RuntimeError(f"register-batch failed ({rc}): {err}")
         ctrl.emit(kind="registered", batch=batch, lanes=params.lanes)
+        follower = feedlog.start(calls.CTL, env0, batch, out)  # the verifier's live feed
         t_fleet = time.time()
         procs = []
         workers_out = open(out / "workers.out", "ab")  # noqa: SIM115 - closed after the fleet ends
@@ -142,6 +143,8 @@ def run(params: Params, out: Path, *, backend: str = "local", transport: str = "
         t_end = time.time()
         rc, state, err = ctl(env0, "status", "--batch-id", batch, "--all-events", "--json", timeout=600)
         (out / "state.json").write_text(json.dumps({"rc": rc, "err": err[-500:], "status": state}) + "\n")
+        listed = {e.get("event_id", "") for e in (state or {}).get("events", [])}
+        info["feed_catch_up_seconds"] = round(feedlog.finish(follower, out, listed), 3)
         rc, audit, err = ctl(env0, "batch-audit", "--batch-id", batch, "--json", timeout=600)
         (out / "audit.json").write_text(json.dumps({"rc": rc, "err": err[-500:], "audit": audit}) + "\n")
     info.update(started_wall=t_start, fleet_started_wall=t_fleet, fleet_ended_wall=t_end,

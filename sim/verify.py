@@ -26,7 +26,10 @@ Checks (each failure is one violation line):
 7. dependencies: no lane's first claim (log and claim.acquired event) came
    before each dependency's lane_closed;
 8. scripted verdicts: every step's exit code is the one the plan expects
-   (claims 0, fencing claims 3, the stop check saw stop_requested).
+   (claims 0, fencing claims 3, the stop check saw stop_requested);
+9. the live feed (feed.jsonl, one `events --follow --json` for the whole run):
+   every event of the final listing printed exactly once, nothing else, in
+   (at, event_id) order except lines the feed marked `late` (sim/feedlog.py).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcoordd.model.timefmt import parse_ts
+from sim import feedlog
 
 TOL = 1.25
 DEAD_MULT = 4
@@ -227,6 +231,11 @@ def verify(out: Path, batch_id: str | None = None) -> dict[str, Any]:
                                              or first_acq_event[name] < closed_at[dep_lane]):
                 violations.append(f"dependency (events): {name} acquired before {dep_lane}'s lane_closed")
 
+    # 9. the live feed: `events --follow` printed each listed event once, in order
+    feed_violations, feed_summary = feedlog.check(out, events)
+    if (out / feedlog.FEED).exists():
+        violations.extend(feed_violations)
+
     lat = sorted(c["latency"] for c in calls_ if c["op"] != "wait_unblocked" and c["op"] != "wait_free")
     wall = run.get("wall_seconds") or 0.0
     closes = [t for t in closed_at.values() if t]
@@ -244,6 +253,7 @@ def verify(out: Path, batch_id: str | None = None) -> dict[str, Any]:
         "time_to_close_s": round(max(closes) - run["fleet_started_wall"], 1) if closes else None,
         "retried_calls": sum(1 for c in calls_ if c.get("attempt", 1) > 1),
         "steps": len(steps),
+        **feed_summary,
         "violations": len(violations),
     }
     result = {"summary": summary, "violations": violations}

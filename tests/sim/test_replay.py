@@ -76,3 +76,36 @@ def test_verify_catches_a_duplicated_event(first_run: Path, run_dir: Path) -> No
     violations = verify(run_dir)["violations"]
 
     assert any(v.startswith("duplicated event") for v in violations)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_runs_live_feed_printed_every_event_once(first_run: Path) -> None:
+    summary = verify(first_run)["summary"]
+
+    assert summary["feed_events"] == summary["events"] > 0
+    assert summary["feed_missing"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_verify_catches_a_feed_that_lost_repeated_or_reordered_events(first_run: Path,
+                                                                     run_dir: Path) -> None:
+    shutil.copytree(first_run, run_dir, dirs_exist_ok=True)
+    lines = (run_dir / "feed.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    first, second = next((a, b) for a, b in zip(rows, rows[1:])
+                         if (a["at"], a["event_id"]) < (b["at"], b["event_id"]))
+    lost = rows[-1]
+    tampered = [r for r in rows if r is not lost]
+    tampered.append(dict(rows[0]))  # repeated
+    i = tampered.index(first)
+    tampered[i], tampered[i + 1] = tampered[i + 1], tampered[i]  # reordered, not marked late
+    (run_dir / "feed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in tampered))
+
+    violations = verify(run_dir)["violations"]
+
+    assert any(f"event {lost['event_id']} ({lost['type']}) never printed" in v for v in violations)
+    assert any(f"event {rows[0]['event_id']} ({rows[0]['type']}) printed 2 times" in v
+               for v in violations)
+    assert any("out of order without `late`" in v for v in violations)

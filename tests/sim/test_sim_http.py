@@ -24,4 +24,5 @@ def test_http_fleet_with_all_chaos_keeps_every_invariant(run_dir: Path) -> None:
 
     assert result["violations"] == []
     assert result["summary"]["lanes_terminal"] == 20
+    assert result["summary"]["feed_events"] == result["summary"]["events"]  # events --follow saw all
     assert result["summary"]["takeovers"] >= 1 and result["summary"]["handoffs"] >= 1

@@ -22,6 +22,7 @@ def test_twenty_agents_forty_lanes_with_all_chaos_keep_every_invariant(run_dir: 
     s = result["summary"]
     assert result["violations"] == []
     assert s["lanes_terminal"] == 40
+    assert s["feed_events"] == s["events"] and s["feed_missing"] == 0  # events --follow saw all
     assert s["crashes"] >= 1 and s["takeovers"] >= s["crashes"] + 1  # crash takeovers + a stalled holder
     assert s["handoffs"] >= 1 and s["fenced"] >= 1
     assert not info["timed_out"]
