@@ -7,8 +7,7 @@ arguments, and the ctl function that renders `--json`. The input schema is
 the Struct's (msgspec.json.schema), so the wire protocol stays the one
 definition; ids are validated by the daemon exactly as for ctl.
 
-Adding a tool when its request lands (ready, claim_next, events, answer,
-wait_answer) is one `Tool(...)` line in TOOLS.
+A new request's tool is one `Tool(...)` entry in TOOLS.
 
 Nothing here speaks MCP: `call` returns a plain `Outcome` the server turns
 into a CallToolResult (agentcoordmcp/server.py).
@@ -22,7 +21,9 @@ from typing import Any
 
 import msgspec
 
-from agentcoordctl import batches, claims, client, doctor, events, heartbeat, options, status
+from agentcoordctl import (
+    answer, batches, claims, client, doctor, events, feed, heartbeat, options, status, wait,
+)
 from agentcoordctl.render import printable
 from agentcoordctl.spec import Command, Group, Opt
 from agentcoordd import protocol as p
@@ -32,6 +33,11 @@ TRANSPORT_FIELDS = ("caller", "selection", "timeout")
 # What an agent reads in `exit_class` for each exit code (docs/mcp.md).
 EXIT_CLASSES = {p.EXIT_USAGE: "usage", p.EXIT_OPERATIONAL: "unknown",
                 p.EXIT_CLAIM_REFUSED: "refused"}
+# A wait tool waits this long without wait_seconds, and never longer than WAIT_CAP
+# (an MCP host's own call timeout is minutes, not hours); the call's timeout adds WAIT_SLACK.
+WAIT_DEFAULT = 60.0
+WAIT_CAP = 600.0
+WAIT_SLACK = 2.0
 # Definitions only the transport fields use.
 SCHEMA_DEFS_DROPPED = ("Caller", "Selection")
 
@@ -53,6 +59,19 @@ def _doctor_json(request: Any, response: p.Response) -> Any:
     return doctor.json_report(payload) if isinstance(payload, dict) else None
 
 
+def _wait_answer_json(request: Any, response: p.Response) -> Any:
+    """What `wait --until-answered --json` prints: the condition, whether it was met, and the
+    answer (or `timed_out`)."""
+    payload = response.payload if isinstance(response.payload, dict) else {}
+    met = response.exit_code == p.EXIT_OK
+    outcome = {"condition": "until-answered", "met": met, "detail": payload.get("detail"),
+               "batch_id": request.batch_id, "event_id": request.event_id}
+    if met:
+        return {**outcome, "answer": payload.get("answer"), "request": payload.get("request"),
+                "answers": payload.get("answers")}
+    return {**outcome, "timed_out": True} if payload.get("timed_out") else outcome
+
+
 def _error_line(response: p.Response) -> str | None:
     return printable(response.error) if response.error else None
 
@@ -72,6 +91,8 @@ class Tool(msgspec.Struct, frozen=True):
     read_only: bool = False
     # Argument help where the ctl option's dest is not the field's name.
     notes: Mapping[str, str] = {}
+    # A wait: the call's timeout follows its wait_seconds (default WAIT_DEFAULT, capped).
+    waits: bool = False
 
 
 def _command(module: Any, name: str) -> Command:
@@ -113,6 +134,24 @@ TOOLS: tuple[Tool, ...] = (
          fixed={"client_version": client.CLIENT_VERSION, "stack": False}, read_only=True,
          notes={"prefixes": "Probe these prefixes instead of the default (a directory is "
                 "listed, a record path read): doctor's --doctor-prefix."}),
+    Tool("answer", p.Answer,
+         "Answer a help_requested or escalation_requested event of a batch (to_event = its "
+         "event_id): records help_answered / escalation_answered with reply_to.",
+         _command(answer, "answer")),
+    Tool("wait_answer", p.WaitAnswered,
+         "Wait until a help/escalation request (event_id) has an answer: met with the "
+         "earliest answer, or timed_out (exit_class unknown: decide without it or wait again). "
+         f"wait_seconds defaults to {WAIT_DEFAULT:g}, at most {WAIT_CAP:g}.",
+         _command(wait, "wait"), render=_wait_answer_json, fixed={"poll_seconds": 1.0},
+         waits=True, read_only=True,
+         notes={"wait_seconds": "Seconds to wait for the answer."}),
+    Tool("events", p.Events,
+         "A batch's events in (at, event_id) order, each with its cursor; pass the last "
+         "cursor you handled as `after` to get only what happened since (nothing lost or "
+         "repeated).",
+         _command(feed, "events"),
+         fixed={"follow": False, "until_type": None, "wait_seconds": None, "poll_seconds": 1.0},
+         read_only=True, notes={"types": "Only events of these types (--type)."}),
 )
 BY_NAME = {tool.name: tool for tool in TOOLS}
 
@@ -256,9 +295,15 @@ def call(tool: Tool, arguments: Mapping[str, Any] | None, config: Config,
     except UsageError as exc:
         return Outcome(p.EXIT_USAGE, message=exc.message, lines=[exc.message], exit_class="usage")
     message.caller = client.caller(env)
+    timeout = None
+    if tool.waits:
+        seconds = message.wait_seconds
+        message.wait_seconds = min(WAIT_DEFAULT if seconds is None else max(seconds, 0.0), WAIT_CAP)
+        timeout = message.wait_seconds + WAIT_SLACK
     notices: list[str] = []
     try:
-        response, _welcome = client.request(message, env=env, notify=notices.append)
+        response, _welcome = client.request(message, timeout=timeout, env=env,
+                                            notify=notices.append)
     except client.ClientError as exc:
         return Outcome(exc.exit_code, message=exc.message, lines=[*notices, exc.message],
                        exit_class=classify(tool, exc.exit_code))
