@@ -45,6 +45,7 @@ COMMANDS = {
     "service": "agentcoordctl.service",
     "bootstrap": "agentcoordctl.bootstrap",
     "validate": "agentcoordctl.validate",
+    "ready": "agentcoordctl.ready",
 }
 HELP_WORDS = ("-h", "--help", "help")
 # `agentcoordctl --version` is `agentcoordctl version` (what it prints, its exit code).

@@ -52,8 +52,10 @@ async def claim(
     branch: str | None = None,
     ttl: int | None = None,
     meta: Metadata = Metadata(),
+    lane_name: str | None = None,
 ) -> dict[str, Any]:
-    """Acquire or renew a lease; refuse while another holder is live or stale."""
+    """Acquire or renew a lease; refuse while another holder is live or stale.
+    `lane_name` (claim --next) names the batch lane taken on its claim.acquired event."""
     ids.agent_id(agent_id)
     path = ids.claim_path(repo, target)
     if batch_id is not None:
@@ -77,7 +79,7 @@ async def claim(
         if stored is not None and stored.get("status") == "active":
             held = load(Claim, stored, path)
             if held.agent_id != agent_id:
-                await _check_takeover(ctx, held, repo, target, now)
+                await check_takeover(ctx, held, repo, target, now)
         renewal = _renews(stored, agent_id, lane)
         kept = {k: stored[k] for k in RENEWAL_KEEPS if stored and stored.get(k) is not None} if renewal else {}
         stamped = format_ts(now)
@@ -102,7 +104,10 @@ async def claim(
 
     action, acquired, record = await cas_update(ctx.store, path, decide)
     if acquired:
-        await emit(ctx, record.get("batch_id"), "claim.acquired", lifecycle_fields(record, ACQUIRED_FIELDS))
+        fields_of = lifecycle_fields(record, ACQUIRED_FIELDS)
+        if lane_name is not None:
+            fields_of["lane"] = lane_name
+        await emit(ctx, record.get("batch_id"), "claim.acquired", fields_of)
     return {"action": action, "path": path, "claim": record}
 
 
@@ -117,7 +122,7 @@ def _renews(stored: dict[str, Any] | None, agent_id: str, lane: dict[str, str]) 
             and all(k not in stored or stored[k] == v for k, v in lane.items()))
 
 
-async def _check_takeover(ctx: Ctx, held: Claim, repo: str, target: str, now: dt.datetime) -> None:
+async def check_takeover(ctx: Ctx, held: Claim, repo: str, target: str, now: dt.datetime) -> None:
     """Raise ClaimRefused unless the holder is recoverable.
 
     The holder's heartbeat decides: live or stale refuses, dead allows. Without

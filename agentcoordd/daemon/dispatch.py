@@ -20,6 +20,7 @@ from agentcoordd.daemon.handlers import (
     audit,
     batch,
     claim,
+    claim_next,
     daemon,
     dashboard,
     doctor,
@@ -29,6 +30,7 @@ from agentcoordd.daemon.handlers import (
     lanes,
     outbox,
     overview,
+    ready,
     record_event,
     register_batch,
     release,
@@ -65,6 +67,9 @@ HANDLERS: dict[type, Handler] = {
     p.ConfigShow: daemon.handle_config,
     p.DaemonStatus: daemon.handle_status,
     p.DaemonStop: daemon.handle_stop,
+    p.Ready: ready.handle,
+    p.ClaimNext: claim_next.handle,
+    p.WaitReady: waits.handle_ready,
 }
 # Requests that report progress frames while they run.
 WITH_PROGRESS = frozenset({p.Gc})

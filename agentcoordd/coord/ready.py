@@ -1,0 +1,201 @@
+"""Ready work: which lanes of a batch can start now, and `claim --next`.
+
+A lane is *ready* when it is not closed (no declared terminal — manifest stamp or
+lane_closed record — and no terminal lane status), every dependency is met (the
+one dependency rule, `coord.waits.blocked_refs`), and none of its targets is held
+by a live or stale holder (the claim rule, `coord.claims.check_takeover`: a dead
+holder's claim can be taken over, so it does not hold the lane). Every other lane
+says why: `closed` (its terminal), `blocked` (the refs), `held` (holder, liveness).
+
+Order: lanes with an integer `priority` first, lower first (P0 before P1), then the
+rest; manifest order within a priority and among lanes without one.
+
+An agent may take its own lanes (owner = agent) and pool lanes (`"pool": true`).
+`claim --next` claims the first lane it may take with the ordinary claim CAS
+(`coord.claims.claim`) on the lane's FIRST target (the lane's lease; the other
+targets only have to be free); a lost race moves on to the next ready lane.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_of
+from agentcoordd.coord.claims import check_takeover, claim, release
+from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.waits import blocked_refs, declared_terminal, dependency_status, poll_until, read_manifest
+from agentcoordd.model import ids
+from agentcoordd.model.errors import ClaimRefused, CoordError, OperationalError, UsageError
+from agentcoordd.model.records import Claim, Metadata, load
+from agentcoordd.model.status import is_terminal, satisfies_dependency
+from agentcoordd.store.base import Forbidden, InvalidRecord
+
+READY, BLOCKED, HELD, CLOSED = "ready", "blocked", "held", "closed"
+STATES = (READY, BLOCKED, HELD, CLOSED)
+
+
+def is_pool(lane: dict[str, Any]) -> bool:
+    return lane.get("pool") is True
+
+
+def priority_of(lane: dict[str, Any]) -> int | None:
+    """The lane's integer priority (a bool or any other value is no priority)."""
+    value = lane.get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def start_order(lanes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Prioritised lanes first (lower number first), then the rest; manifest order within."""
+    def key(item: tuple[int, dict[str, Any]]) -> tuple[int, int, int]:
+        position, lane = item
+        priority = priority_of(lane)
+        return (0, priority, position) if priority is not None else (1, 0, position)
+    return [lane for _, lane in sorted(enumerate(lanes), key=key)]
+
+
+def may_take(lane: dict[str, Any], agent_id: str) -> bool:
+    return is_pool(lane) or lane_owner_of(lane) == agent_id
+
+
+async def _holders(ctx: Ctx, repo: str, targets: list[str]) -> list[dict[str, Any]]:
+    """Who holds each target with a live or stale claim (a claim would be refused)."""
+    now = ctx.clock.now()
+    out = []
+    for target in targets:
+        path = ids.claim_path(repo, target)
+        try:
+            current = await ctx.store.get(path)
+            stored = current.data if current is not None else None
+            if not isinstance(stored, dict) or stored.get("status") != "active":
+                continue
+            held = load(Claim, stored, path)
+            await check_takeover(ctx, held, repo, target, now)
+        except ClaimRefused as refused:
+            out.append({"target": target, "agent_id": refused.holder, "liveness": refused.liveness})
+        except (InvalidRecord, Forbidden, OperationalError):
+            # an unreadable claim is never assumed free (claim itself would exit 2)
+            out.append({"target": target, "agent_id": "UNKNOWN", "liveness": "unreadable"})
+    return out
+
+
+async def _classify(ctx: Ctx, batch_id: str, lane: dict[str, Any], repo: str | None,
+                    manifests: dict[str, Any], statuses: dict[tuple[str, str], Any]) -> dict[str, Any]:
+    name = lane_name_of(lane) or ""
+    row: dict[str, Any] = {"name": name, "owner": lane_owner_of(lane), "pool": is_pool(lane),
+                           "priority": priority_of(lane), "targets": lane_targets_of(lane)}
+    status = await dependency_status(ctx, batch_id, lane)
+    statuses[(batch_id, name)] = status  # a dependent in this batch reuses it
+    if is_terminal(status) or satisfies_dependency(status):
+        return {**row, "state": CLOSED, "terminal": status}
+    blocked = await blocked_refs(ctx, lane, manifests, statuses)
+    if blocked:
+        return {**row, "state": BLOCKED, "blocked_on": blocked}
+    held = await _holders(ctx, repo, row["targets"]) if repo else []
+    if held:
+        return {**row, "state": HELD, "held_by": held}
+    return {**row, "state": READY}
+
+
+async def ready_lanes(ctx: Ctx, *, batch_id: str, agent_id: str | None = None) -> dict[str, Any]:
+    """`ready`: every lane of the batch in start order, each with its state and reason;
+    `ready` names the ready ones, and with `agent_id` each row says `may_take`."""
+    ids.batch_id(batch_id)
+    if agent_id is not None:
+        ids.agent_id(agent_id)
+    manifest = await read_manifest(ctx, batch_id)
+    if isinstance(manifest, str):
+        raise OperationalError(f"ready: {manifest}")
+    repo = manifest.get("repo") if isinstance(manifest.get("repo"), str) else None
+    if repo is None:
+        ctx.warn(f"batch {batch_id} declares no repo: lane targets were not checked for holders")
+    raw = manifest.get("lanes")
+    lanes = [lane for lane in (raw if isinstance(raw, list) else [])
+             if isinstance(lane, dict) and lane_name_of(lane) is not None]
+    manifests: dict[str, Any] = {batch_id: manifest}
+    statuses: dict[tuple[str, str], Any] = {}
+    rows = []
+    for lane in start_order(lanes):
+        row = await _classify(ctx, batch_id, lane, repo, manifests, statuses)
+        if agent_id is not None:
+            row["may_take"] = may_take(lane, agent_id)
+        rows.append(row)
+    counts = {state: sum(1 for row in rows if row["state"] == state) for state in STATES}
+    out: dict[str, Any] = {"batch_id": batch_id, "repo": repo, "agent_id": agent_id,
+                           "ready": [row["name"] for row in rows if row["state"] == READY],
+                           "counts": counts, "lanes": rows}
+    if agent_id is not None:
+        out["takeable"] = [row["name"] for row in rows if row["state"] == READY and row["may_take"]]
+    return out
+
+
+def _refusal(batch_id: str, rows: list[dict[str, Any]]) -> ClaimRefused:
+    count = {state: sum(1 for row in rows if row["state"] == state) for state in STATES}
+    return ClaimRefused(
+        f"CLAIM_REFUSED: no ready lane in batch {batch_id} ({count[BLOCKED]} blocked, "
+        f"{count[HELD]} held, {count[CLOSED]} closed)", holder="", liveness="")
+
+
+async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | None = None,
+                     ttl: int | None = None, meta: Metadata = Metadata()) -> dict[str, Any]:
+    """`claim --next`: the claim of the first ready lane this agent may take, plus `lane`.
+    Nothing ready: ClaimRefused counting this agent's lanes (own and pool) by state."""
+    ids.agent_id(agent_id)
+    view = await ready_lanes(ctx, batch_id=batch_id, agent_id=agent_id)
+    repo = view["repo"]
+    if repo is None:
+        raise UsageError(f"batch {batch_id} declares no repo: claim --next cannot name a claim "
+                         "(use claim --repo --target)")
+    mine = [row for row in view["lanes"] if row["may_take"]]
+    for row in mine:
+        if row["state"] != READY or not row["targets"]:
+            continue
+        target = row["targets"][0]
+        try:
+            result = await claim(ctx, agent_id=agent_id, repo=repo, target=target, batch_id=batch_id,
+                                 branch=branch, ttl=ttl, meta=meta, lane_name=row["name"])
+        except ClaimRefused as refused:  # lost the race for this lane: the next one
+            row.update(state=HELD, held_by=[{"target": target, "agent_id": refused.holder,
+                                             "liveness": refused.liveness}])
+            continue
+        if result["action"] == "renewed":
+            # our own live claim (read a moment ago as free): not a new lane
+            row.update(state=HELD, held_by=[{"target": target, "agent_id": agent_id, "liveness": "live"}])
+            continue
+        closed = await declared_terminal(ctx, batch_id, {"name": row["name"]})
+        if closed is not None:
+            # closed between the classification and the claim: give it back, take the next
+            await release(ctx, agent_id=agent_id, repo=repo, target=target)
+            row.update(state=CLOSED, terminal=closed)
+            continue
+        return {**result, "lane": row["name"], "repo": repo, "target": target, "batch_id": batch_id}
+    raise _refusal(batch_id, mine)
+
+
+async def ready_state(ctx: Ctx, batch_id: str, agent_id: str | None) -> tuple[bool, dict[str, Any]]:
+    """(met, state) for `wait --until-ready`: some lane is ready (for this agent, given one)."""
+    ids.batch_id(batch_id)
+    state: dict[str, Any] = {"batch_id": batch_id, "agent_id": agent_id}
+    try:
+        view = await ready_lanes(ctx, batch_id=batch_id, agent_id=agent_id)
+    except UsageError:
+        raise
+    except CoordError as exc:  # an unregistered batch may be registered yet: keep waiting
+        return False, {**state, "detail": exc.message.removeprefix("ready: ")}
+    names = view["takeable"] if agent_id is not None else view["ready"]
+    counts = view["counts"]
+    state.update(ready=names, counts=counts)
+    who = f" for {agent_id}" if agent_id is not None else ""
+    if names:
+        return True, {**state, "lane": names[0],
+                      "detail": f"lane {names[0]} of {batch_id} is ready{who}"}
+    return False, {**state, "detail": (
+        f"no lane of {batch_id} ready{who} ({counts[BLOCKED]} blocked, {counts[HELD]} held, "
+        f"{counts[CLOSED]} closed)")}
+
+
+async def wait_until_ready(ctx: Ctx, batch_id: str, agent_id: str | None = None, *,
+                           poll_seconds: float = 1.0, timeout: float | None = None,
+                           sleep: Any = None) -> dict[str, Any]:
+    """`wait --until-ready`: exit_code 0 once a lane is ready, 2 with timed_out after `timeout`."""
+    return await poll_until(lambda: ready_state(ctx, batch_id, agent_id),
+                            poll_seconds=poll_seconds, timeout=timeout, sleep=sleep)
