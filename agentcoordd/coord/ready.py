@@ -136,11 +136,21 @@ def _refusal(batch_id: str, rows: list[dict[str, Any]]) -> ClaimRefused:
 
 
 async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | None = None,
-                     ttl: int | None = None, meta: Metadata = Metadata()) -> dict[str, Any]:
+                     ttl: int | None = None, meta: Metadata = Metadata(),
+                     survey: Ctx | None = None) -> dict[str, Any]:
     """`claim --next`: the claim of the first ready lane this agent may take, plus `lane`.
-    Nothing ready: ClaimRefused counting this agent's lanes (own and pool) by state."""
+    Nothing ready: ClaimRefused counting this agent's lanes (own and pool) by state.
+
+    The candidates may come from `survey`, a context whose reads are shared between
+    concurrent callers for a moment (the daemon's): a lane it shows free that is not
+    is a lost race, and dependencies only ever become met, so a slightly old view never
+    hands out a blocked lane. The claim itself, and the check that the lane was not
+    closed meanwhile, read `ctx.store`."""
     ids.agent_id(agent_id)
-    view = await ready_lanes(ctx, batch_id=batch_id, agent_id=agent_id)
+    view = await ready_lanes(survey or ctx, batch_id=batch_id, agent_id=agent_id)
+    if survey is not None:
+        ctx.warnings.extend(survey.warnings)
+        survey.warnings.clear()
     repo = view["repo"]
     if repo is None:
         raise UsageError(f"batch {batch_id} declares no repo: claim --next cannot name a claim "
