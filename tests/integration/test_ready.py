@@ -205,3 +205,32 @@ def test_race_with_dependencies_never_hands_out_a_blocked_lane_local(
     manifest = pool_manifest("pairs", REPO, 32, pairs=True)
     register(callers[0], manifest, daemon.base)
     run_pair_race(callers, manifest, _reader(daemon.root), agents=32)
+
+
+def _documented_pool_manifest() -> dict[str, Any]:
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "contracts.md").read_text(encoding="utf-8")
+    section = text.split("## Pool lanes and priority", 1)[1]
+    return json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+
+
+def test_the_documented_pool_manifest_and_readme_loop_work_as_written(daemon: Daemon) -> None:
+    _register(daemon, _documented_pool_manifest())
+    view = json.loads(daemon.ctl("ready", "--batch-id", "wave-10", "--agent-id", "w7", "--json").stdout)
+    assert [row["name"] for row in view["lanes"]] == ["schema", "fixture-b", "fixture-a", "docs"]
+    assert view["lanes"][3]["blocked_on"] == ["wave-10:fixture-a", "wave-10:fixture-b"]
+    assert view["takeable"] == ["fixture-b", "fixture-a"]
+    for lane in ("fixture-b", "fixture-a"):
+        taken = daemon.ctl("claim", "--next", "--batch-id", "wave-10", "--agent-id", "w7",
+                           "--keep-alive")
+        assert taken.returncode == 0 and f"claimed lane {lane} " in taken.stdout.decode()
+    nothing = daemon.ctl("claim", "--next", "--batch-id", "wave-10", "--agent-id", "w8", "--keep-alive")
+    assert nothing.returncode == 3
+    assert _one_line(nothing) == refusal_line("wave-10", 1, 2, 0).strip()
+    for target in ("403", "402"):
+        assert daemon.ctl("release", "--agent-id", "w7", "--repo", REPO, "--target", target,
+                          "--terminal", "done", "--host", "m1").returncode == 0
+    waited = daemon.ctl("wait", "--until-ready", "--batch-id", "wave-10", "--agent-id", "w8",
+                        "--timeout", "600")
+    assert waited.returncode == 0 and waited.stdout == b"ready: lane docs of wave-10 is ready for w8\n"
