@@ -174,3 +174,28 @@ async def test_wait_until_ready_returns_once_a_lane_is_ready(ctx) -> None:
     assert answer["exit_code"] == 0 and answer["lane"] == "b" and slept == [0.5, 0.5]
     answer = await ready.wait_until_ready(ctx, "nope", "w1", poll_seconds=0.5, timeout=1, sleep=sleep)
     assert answer["exit_code"] == 2 and answer["detail"] == "batch nope not found"
+
+
+async def test_concurrent_ready_waiters_of_one_batch_share_their_reads(ctx, store, clock) -> None:
+    import anyio
+
+    from agentcoordd.coord.context import Ctx
+    from agentcoordd.daemon.recent import SharedReads
+
+    await register_batch(ctx, manifest=manifest(*(lane(f"l{i}", str(i), depends_on=f"b1:l{i - 1}")
+                                                  if i else lane("l0", "0", owner="w0")
+                                                  for i in range(20))))
+    alone = SharedReads(store, timer=lambda: 0.0)
+    await ready.ready_state(Ctx(alone, clock), "b1", "w1")
+    one_waiter = alone.reads
+    shared = SharedReads(store, timer=lambda: 0.0)  # every read stays fresh for the test
+    answers = []
+
+    async def waiter(i: int) -> None:
+        answers.append(await ready.ready_state(Ctx(shared, clock), "b1", f"x{i}"))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(100):
+            tg.start_soon(waiter, i)
+    assert len(answers) == 100 and not any(met for met, _ in answers)
+    assert shared.reads == one_waiter  # 100 waiters cost one waiter's reads
