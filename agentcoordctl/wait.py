@@ -248,11 +248,12 @@ CHECKS = {"until-complete": complete, "until-free": free}
 # Conditions the daemon polls: mode -> request for one slice, and the --json key of its state.
 STATE_KEY = {"until-unblocked": "lane", "until-stop-requested": "stop", "until-ready": "ready"}
 DAEMON_WAITS: dict[str, Callable[..., p._Wait]] = {
-    "until-unblocked": lambda batch_id, lane, slice_, poll, chosen, _agent: p.WaitUnblocked(
+    "until-unblocked": lambda batch_id, lane, slice_, poll, chosen, _agent=None: p.WaitUnblocked(
         batch_id=batch_id, lane=lane, wait_seconds=slice_, poll_seconds=poll, selection=chosen),
-    "until-stop-requested": lambda batch_id, lane, slice_, poll, chosen, _agent: p.WaitStopRequested(
-        batch_id=batch_id, wait_seconds=slice_, poll_seconds=poll, selection=chosen),
-    "until-ready": lambda batch_id, lane, slice_, poll, chosen, agent: p.WaitReady(
+    "until-stop-requested": lambda batch_id, lane, slice_, poll, chosen, _agent=None:
+        p.WaitStopRequested(batch_id=batch_id, wait_seconds=slice_, poll_seconds=poll,
+                            selection=chosen),
+    "until-ready": lambda batch_id, lane, slice_, poll, chosen, agent=None: p.WaitReady(
         batch_id=batch_id, agent_id=agent, wait_seconds=slice_, poll_seconds=poll,
         selection=chosen),
 }
