@@ -227,7 +227,7 @@ def verify(out: Path, batch_id: str | None = None) -> dict[str, Any]:
                                              or first_acq_event[name] < closed_at[dep_lane]):
                 violations.append(f"dependency (events): {name} acquired before {dep_lane}'s lane_closed")
 
-    lat = sorted(c["latency"] for c in calls_ if c["op"] != "wait_unblocked" and c["op"] != "wait_free")
+    lat = sorted(c["latency"] for c in calls_ if c["op"] not in ("wait_unblocked", "wait_free", "wait_ready"))
     wall = run.get("wall_seconds") or 0.0
     closes = [t for t in closed_at.values() if t]
     summary = {

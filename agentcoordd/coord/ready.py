@@ -182,7 +182,9 @@ async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | No
 
 
 async def ready_state(ctx: Ctx, batch_id: str, agent_id: str | None) -> tuple[bool, dict[str, Any]]:
-    """(met, state) for `wait --until-ready`: some lane is ready (for this agent, given one)."""
+    """(met, state) for `wait --until-ready`: some lane is ready (one this agent may take,
+    given one) — or none will ever be: every such lane is closed (`closed: true`), so the
+    caller's next `claim --next` gives its final refusal instead of waiting for nothing."""
     ids.batch_id(batch_id)
     state: dict[str, Any] = {"batch_id": batch_id, "agent_id": agent_id}
     try:
@@ -191,13 +193,17 @@ async def ready_state(ctx: Ctx, batch_id: str, agent_id: str | None) -> tuple[bo
         raise
     except CoordError as exc:  # an unregistered batch may be registered yet: keep waiting
         return False, {**state, "detail": exc.message.removeprefix("ready: ")}
-    names = view["takeable"] if agent_id is not None else view["ready"]
-    counts = view["counts"]
+    rows = [row for row in view["lanes"] if agent_id is None or row["may_take"]]
+    counts = {name: sum(1 for row in rows if row["state"] == name) for name in STATES}
+    names = [row["name"] for row in rows if row["state"] == READY]
     state.update(ready=names, counts=counts)
     who = f" for {agent_id}" if agent_id is not None else ""
     if names:
         return True, {**state, "lane": names[0],
                       "detail": f"lane {names[0]} of {batch_id} is ready{who}"}
+    if counts[BLOCKED] == counts[HELD] == 0:
+        return True, {**state, "lane": None, "closed": True, "detail": (
+            f"no lane of {batch_id} is left open{who} ({counts[CLOSED]} closed): nothing to wait for")}
     return False, {**state, "detail": (
         f"no lane of {batch_id} ready{who} ({counts[BLOCKED]} blocked, {counts[HELD]} held, "
         f"{counts[CLOSED]} closed)")}

@@ -176,13 +176,24 @@ async def test_wait_until_ready_returns_once_a_lane_is_ready(ctx) -> None:
     assert answer["exit_code"] == 2 and answer["detail"] == "batch nope not found"
 
 
+async def test_wait_until_ready_ends_when_nothing_is_left_open_for_the_agent(ctx) -> None:
+    await register_batch(ctx, manifest=manifest(lane("a", "1", pool=True), lane("b", "2", owner="w2")))
+    await ready.claim_next(ctx, batch_id="b1", agent_id="w1")
+    met, state = await ready.ready_state(ctx, "b1", "w9")
+    assert not met and state["counts"] == {"ready": 0, "blocked": 0, "held": 1, "closed": 0}
+    await release(ctx, agent_id="w1", repo="acme/widgets", target="1", terminal="done")
+    met, state = await ready.ready_state(ctx, "b1", "w9")  # b is w2's: nothing left for w9
+    assert met and state["closed"] is True and state["lane"] is None
+    assert state["detail"] == "no lane of b1 is left open for w9 (1 closed): nothing to wait for"
+
+
 async def test_concurrent_ready_waiters_of_one_batch_share_their_reads(ctx, store, clock) -> None:
     import anyio
 
     from agentcoordd.coord.context import Ctx
     from agentcoordd.daemon.recent import SharedReads
 
-    await register_batch(ctx, manifest=manifest(*(lane(f"l{i}", str(i), depends_on=f"b1:l{i - 1}")
+    await register_batch(ctx, manifest=manifest(*(lane(f"l{i}", str(i), depends_on=f"b1:l{i - 1}", pool=True)
                                                   if i else lane("l0", "0", owner="w0")
                                                   for i in range(20))))
     alone = SharedReads(store, timer=lambda: 0.0)
