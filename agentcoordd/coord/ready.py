@@ -72,8 +72,8 @@ async def _holders(ctx: Ctx, repo: str, targets: list[str]) -> list[dict[str, An
             await check_takeover(ctx, held, repo, target, now)
         except ClaimRefused as refused:
             out.append({"target": target, "agent_id": refused.holder, "liveness": refused.liveness})
-        except (InvalidRecord, Forbidden, OperationalError):
-            # an unreadable claim is never assumed free (claim itself would exit 2)
+        except (InvalidRecord, Forbidden, OperationalError, UsageError):
+            # an unreadable claim (or a legacy target no claim can name) is never assumed free
             out.append({"target": target, "agent_id": "UNKNOWN", "liveness": "unreadable"})
     return out
 
