@@ -4,6 +4,7 @@ outcomes checked by reading etcd directly."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +49,21 @@ def test_race_with_dependencies_never_hands_out_a_blocked_lane_etcd(
     manifest = pool_manifest("pairs", REPO, 32, pairs=True)
     register(callers[0], manifest, short_dir)
     run_pair_race(callers, manifest, node.read, agents=32)
+
+
+def test_ready_and_wait_until_ready_on_etcd(on_etcd: EtcdDaemon, short_dir: Path) -> None:
+    manifest = pool_manifest("wr", REPO, 2, pairs=True)
+    path = short_dir / "wr.json"
+    path.write_text(json.dumps(manifest))
+    assert on_etcd.ctl("register-batch", "--file", str(path)).returncode == 0
+    view = json.loads(on_etcd.ctl("ready", "--batch-id", "wr", "--json").stdout)
+    assert [(row["name"], row["state"]) for row in view["lanes"]] == [("l0", "ready"), ("l1", "blocked")]
+    assert on_etcd.ctl("claim", "--next", "--batch-id", "wr", "--agent-id", "w1").returncode == 0
+    waiting = on_etcd.ctl("wait", "--until-ready", "--batch-id", "wr", "--agent-id", "w2",
+                          "--timeout", "0.5")
+    assert waiting.returncode == 2
+    assert on_etcd.ctl("release", "--agent-id", "w1", "--repo", REPO, "--target", "t0",
+                       "--terminal", "done", "--host", "m1").returncode == 0
+    ready_now = on_etcd.ctl("wait", "--until-ready", "--batch-id", "wr", "--agent-id", "w2",
+                            "--timeout", "10")
+    assert ready_now.returncode == 0 and ready_now.stdout == b"ready: lane l1 of wr is ready for w2\n"
