@@ -38,6 +38,10 @@ RENEWAL_KEEPS = (
 REACQUIRE_FIELDS = ("generation", "instance_id")
 
 
+# claim(surveyed_holder=...) default: whoever holds the target, the takeover rule decides.
+ANY_HOLDER = object()
+
+
 def _label(repo: str, target: str) -> str:
     return f"{repo}#{target}"
 
@@ -53,9 +57,15 @@ async def claim(
     ttl: int | None = None,
     meta: Metadata = Metadata(),
     lane_name: str | None = None,
+    surveyed_holder: str | None | object = ANY_HOLDER,
 ) -> dict[str, Any]:
     """Acquire or renew a lease; refuse while another holder is live or stale.
-    `lane_name` (claim --next) names the batch lane taken on its claim.acquired event."""
+
+    claim --next: `lane_name` names the batch lane on the claim.acquired event, and
+    `surveyed_holder` is the holder its survey saw (None: no active claim): any other
+    holder found now claimed the target since, and is refused without the takeover
+    rule — a fresh claim whose holder's heartbeat (from an earlier lane) is dead must
+    not be taken over by the next agent in line."""
     ids.agent_id(agent_id)
     path = ids.claim_path(repo, target)
     if batch_id is not None:
@@ -79,6 +89,11 @@ async def claim(
         if stored is not None and stored.get("status") == "active":
             held = load(Claim, stored, path)
             if held.agent_id != agent_id:
+                if surveyed_holder is not ANY_HOLDER and held.agent_id != surveyed_holder:
+                    raise ClaimRefused(
+                        f"CLAIM_REFUSED: active claim for {_label(repo, target)} held by "
+                        f"{held.agent_id}; claimed since the lane was surveyed",
+                        holder=held.agent_id, liveness="live")
                 await check_takeover(ctx, held, repo, target, now)
         renewal = _renews(stored, agent_id, lane)
         kept = {k: stored[k] for k in RENEWAL_KEEPS if stored and stored.get(k) is not None} if renewal else {}

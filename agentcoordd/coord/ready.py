@@ -57,8 +57,10 @@ def may_take(lane: dict[str, Any], agent_id: str) -> bool:
     return is_pool(lane) or lane_owner_of(lane) == agent_id
 
 
-async def _holders(ctx: Ctx, repo: str, targets: list[str]) -> list[dict[str, Any]]:
-    """Who holds each target with a live or stale claim (a claim would be refused)."""
+async def _holders(ctx: Ctx, repo: str, targets: list[str],
+                   dead: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Who holds each target with a live or stale claim (a claim would be refused);
+    `dead` collects target -> the holder of an active claim that may be taken over."""
     now = ctx.clock.now()
     out = []
     for target in targets:
@@ -70,6 +72,8 @@ async def _holders(ctx: Ctx, repo: str, targets: list[str]) -> list[dict[str, An
                 continue
             held = load(Claim, stored, path)
             await check_takeover(ctx, held, repo, target, now)
+            if dead is not None:
+                dead[target] = held.agent_id
         except ClaimRefused as refused:
             out.append({"target": target, "agent_id": refused.holder, "liveness": refused.liveness})
         except (InvalidRecord, Forbidden, OperationalError, UsageError):
@@ -90,9 +94,12 @@ async def _classify(ctx: Ctx, batch_id: str, lane: dict[str, Any], repo: str | N
     blocked = await blocked_refs(ctx, lane, manifests, statuses)
     if blocked:
         return {**row, "state": BLOCKED, "blocked_on": blocked}
-    held = await _holders(ctx, repo, row["targets"]) if repo else []
+    dead: dict[str, str] = {}
+    held = await _holders(ctx, repo, row["targets"], dead) if repo else []
     if held:
         return {**row, "state": HELD, "held_by": held}
+    if dead:  # ready: a takeover of these holders (their heartbeats are dead)
+        return {**row, "state": READY, "dead_holders": dead}
     return {**row, "state": READY}
 
 
@@ -160,9 +167,14 @@ async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | No
         if row["state"] != READY or not row["targets"]:
             continue
         target = row["targets"][0]
+        closed = await declared_terminal(ctx, batch_id, {"name": row["name"]})
+        if closed is not None:  # closed since the survey (its claim is released: claimable)
+            row.update(state=CLOSED, terminal=closed)
+            continue
         try:
             result = await claim(ctx, agent_id=agent_id, repo=repo, target=target, batch_id=batch_id,
-                                 branch=branch, ttl=ttl, meta=meta, lane_name=row["name"])
+                                 branch=branch, ttl=ttl, meta=meta, lane_name=row["name"],
+                                 surveyed_holder=(row.get("dead_holders") or {}).get(target))
         except ClaimRefused as refused:  # lost the race for this lane: the next one
             row.update(state=HELD, held_by=[{"target": target, "agent_id": refused.holder,
                                              "liveness": refused.liveness}])
@@ -173,7 +185,7 @@ async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | No
             continue
         closed = await declared_terminal(ctx, batch_id, {"name": row["name"]})
         if closed is not None:
-            # closed between the classification and the claim: give it back, take the next
+            # closed between that check and the claim: give it back, take the next
             await release(ctx, agent_id=agent_id, repo=repo, target=target)
             row.update(state=CLOSED, terminal=closed)
             continue

@@ -210,3 +210,38 @@ async def test_concurrent_ready_waiters_of_one_batch_share_their_reads(ctx, stor
             tg.start_soon(waiter, i)
     assert len(answers) == 100 and not any(met for met, _ in answers)
     assert shared.reads == one_waiter  # 100 waiters cost one waiter's reads
+
+
+async def test_claim_next_never_takes_over_a_claim_made_since_its_survey(ctx, clock) -> None:
+    await register_batch(ctx, manifest=manifest(lane("a", "1", pool=True)))
+    await heartbeat(ctx, agent_id="w2", ttl=60)
+    clock.advance(hours=1)  # w2's heartbeat from an earlier lane is dead now
+    survey = await ready.ready_lanes(ctx, batch_id="b1", agent_id="w1")
+    assert survey["takeable"] == ["a"] and "dead_holders" not in survey["lanes"][0]
+    await claim(ctx, agent_id="w2", repo="acme/widgets", target="1", batch_id="b1")  # the race
+    with pytest.raises(ClaimRefused, match="claimed since the lane was surveyed"):
+        await claim(ctx, agent_id="w1", repo="acme/widgets", target="1", batch_id="b1",
+                    surveyed_holder=None)
+    # a plain claim would take it over (w2's heartbeat is dead); a survey that saw w2 may too
+    view = await ready.ready_lanes(ctx, batch_id="b1", agent_id="w1")
+    assert view["lanes"][0]["dead_holders"] == {"1": "w2"}
+    taken = await ready.claim_next(ctx, batch_id="b1", agent_id="w1")
+    assert taken["action"] == "taken_over" and taken["lane"] == "a"
+
+
+async def test_claim_next_skips_a_lane_closed_since_its_survey_without_claiming_it(
+        ctx, store, clock) -> None:
+    from agentcoordd.coord.context import Ctx
+    from agentcoordd.daemon.recent import SharedReads
+
+    await register_batch(ctx, manifest=manifest(lane("a", "1", pool=True), lane("b", "2", pool=True)))
+    survey = Ctx(SharedReads(store, timer=lambda: 0.0), clock)  # its reads never age
+    await ready.ready_lanes(survey, batch_id="b1")
+    await ready.claim_next(ctx, batch_id="b1", agent_id="w1")
+    await release(ctx, agent_id="w1", repo="acme/widgets", target="1", terminal="done")
+    stale = await ready.ready_lanes(survey, batch_id="b1", agent_id="w2")
+    assert stale["takeable"] == ["a", "b"]  # the old view: a is still open
+    taken = await ready.claim_next(ctx, batch_id="b1", agent_id="w2", survey=survey)
+    assert taken["lane"] == "b"
+    acquired = [e for e in batch_events(ctx.store.root) if e["type"] == "claim.acquired"]
+    assert sorted((e["agent_id"], e["lane"]) for e in acquired) == [("w1", "a"), ("w2", "b")]
