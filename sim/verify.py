@@ -203,7 +203,11 @@ def verify(out: Path, batch_id: str | None = None) -> dict[str, Any]:
     for h in holds:
         if h["agent"] == "sim-operator":
             continue
-        first_claim[h["lane"]] = min(first_claim.get(h["lane"], h["claim_t0_wall"]), h["claim_t0_wall"])
+        # claim --next names its lane only in its answer, and its call may start long
+        # before it claims: its answer must not precede the dependency's closing release
+        # (the event check below compares the records themselves)
+        at = h["start_wall"] if h.get("pool") else h["claim_t0_wall"]
+        first_claim[h["lane"]] = min(first_claim.get(h["lane"], at), at)
     closed_at = {name: min(filter(None, (_ts(e.get("at")) for e in es)), default=None)
                  for name, es in closed.items()}
     closing_call: dict[str, float] = {}

@@ -129,10 +129,12 @@ class AgentRunner:
         """A lane `ready` shows held by this agent that it does not know it holds."""
         res = self.call(n, {"op": "ready"})
         rows = res.payload.get("lanes", []) if res.rc == 0 and isinstance(res.payload, dict) else []
-        for row in rows:
-            for held in row.get("held_by") or []:
-                if held.get("agent_id") == self.agent and held.get("target") not in self.holding:
-                    return row["name"], held["target"]
+        for row in rows:  # held by us, or ours with our heartbeat already dead
+            holders = {h.get("target"): h.get("agent_id") for h in row.get("held_by") or []}
+            holders.update(row.get("dead_holders") or {})
+            for target, holder in holders.items():
+                if holder == self.agent and target not in self.holding:
+                    return row["name"], target
         return None
 
     def pool_work(self, n: int) -> str:

@@ -18,6 +18,7 @@ targets only have to be free); a lost race moves on to the next ready lane.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_of
@@ -51,10 +52,6 @@ def start_order(lanes: list[dict[str, Any]]) -> list[dict[str, Any]]:
         priority = priority_of(lane)
         return (0, priority, position) if priority is not None else (1, 0, position)
     return [lane for _, lane in sorted(enumerate(lanes), key=key)]
-
-
-def may_take(lane: dict[str, Any], agent_id: str) -> bool:
-    return is_pool(lane) or lane_owner_of(lane) == agent_id
 
 
 async def _holders(ctx: Ctx, repo: str, targets: list[str],
@@ -103,12 +100,13 @@ async def _classify(ctx: Ctx, batch_id: str, lane: dict[str, Any], repo: str | N
     return {**row, "state": READY}
 
 
-async def ready_lanes(ctx: Ctx, *, batch_id: str, agent_id: str | None = None) -> dict[str, Any]:
-    """`ready`: every lane of the batch in start order, each with its state and reason;
-    `ready` names the ready ones, and with `agent_id` each row says `may_take`."""
-    ids.batch_id(batch_id)
-    if agent_id is not None:
-        ids.agent_id(agent_id)
+# How a caller shares a computed answer with concurrent ones (the daemon's
+# `SharedResults.share`): share(key, compute) -> compute()'s value, maybe another's.
+Share = Callable[[Any, Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+async def batch_view(ctx: Ctx, batch_id: str) -> dict[str, Any]:
+    """Every lane of the batch in start order with its state and reason (no agent's view)."""
     manifest = await read_manifest(ctx, batch_id)
     if isinstance(manifest, str):
         raise OperationalError(f"ready: {manifest}")
@@ -120,14 +118,29 @@ async def ready_lanes(ctx: Ctx, *, batch_id: str, agent_id: str | None = None) -
              if isinstance(lane, dict) and lane_name_of(lane) is not None]
     manifests: dict[str, Any] = {batch_id: manifest}
     statuses: dict[tuple[str, str], Any] = {}
-    rows = []
-    for lane in start_order(lanes):
-        row = await _classify(ctx, batch_id, lane, repo, manifests, statuses)
-        if agent_id is not None:
-            row["may_take"] = may_take(lane, agent_id)
-        rows.append(row)
+    rows = [await _classify(ctx, batch_id, lane, repo, manifests, statuses)
+            for lane in start_order(lanes)]
+    return {"repo": repo, "rows": rows}
+
+
+async def ready_lanes(ctx: Ctx, *, batch_id: str, agent_id: str | None = None,
+                      share: Share | None = None) -> dict[str, Any]:
+    """`ready`: every lane of the batch in start order, each with its state and reason;
+    `ready` names the ready ones, and with `agent_id` each row says `may_take`.
+    `share` lets concurrent callers of one batch share one classification."""
+    ids.batch_id(batch_id)
+    if agent_id is not None:
+        ids.agent_id(agent_id)
+    if share is None:
+        view = await batch_view(ctx, batch_id)
+    else:
+        view = await share(("ready", batch_id), lambda: batch_view(ctx, batch_id))
+    rows = [dict(row) for row in view["rows"]]  # callers update their own copies
+    if agent_id is not None:
+        for row in rows:
+            row["may_take"] = row["pool"] or row["owner"] == agent_id
     counts = {state: sum(1 for row in rows if row["state"] == state) for state in STATES}
-    out: dict[str, Any] = {"batch_id": batch_id, "repo": repo, "agent_id": agent_id,
+    out: dict[str, Any] = {"batch_id": batch_id, "repo": view["repo"], "agent_id": agent_id,
                            "ready": [row["name"] for row in rows if row["state"] == READY],
                            "counts": counts, "lanes": rows}
     if agent_id is not None:
@@ -144,7 +157,7 @@ def _refusal(batch_id: str, rows: list[dict[str, Any]]) -> ClaimRefused:
 
 async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | None = None,
                      ttl: int | None = None, meta: Metadata = Metadata(),
-                     survey: Ctx | None = None) -> dict[str, Any]:
+                     survey: Ctx | None = None, share: Share | None = None) -> dict[str, Any]:
     """`claim --next`: the claim of the first ready lane this agent may take, plus `lane`.
     Nothing ready: ClaimRefused counting this agent's lanes (own and pool) by state.
 
@@ -154,7 +167,7 @@ async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | No
     hands out a blocked lane. The claim itself, and the check that the lane was not
     closed meanwhile, read `ctx.store`."""
     ids.agent_id(agent_id)
-    view = await ready_lanes(survey or ctx, batch_id=batch_id, agent_id=agent_id)
+    view = await ready_lanes(survey or ctx, batch_id=batch_id, agent_id=agent_id, share=share)
     if survey is not None:
         ctx.warnings.extend(survey.warnings)
         survey.warnings.clear()
@@ -193,14 +206,15 @@ async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | No
     raise _refusal(batch_id, mine)
 
 
-async def ready_state(ctx: Ctx, batch_id: str, agent_id: str | None) -> tuple[bool, dict[str, Any]]:
+async def ready_state(ctx: Ctx, batch_id: str, agent_id: str | None,
+                      share: Share | None = None) -> tuple[bool, dict[str, Any]]:
     """(met, state) for `wait --until-ready`: some lane is ready (one this agent may take,
     given one) — or none will ever be: every such lane is closed (`closed: true`), so the
     caller's next `claim --next` gives its final refusal instead of waiting for nothing."""
     ids.batch_id(batch_id)
     state: dict[str, Any] = {"batch_id": batch_id, "agent_id": agent_id}
     try:
-        view = await ready_lanes(ctx, batch_id=batch_id, agent_id=agent_id)
+        view = await ready_lanes(ctx, batch_id=batch_id, agent_id=agent_id, share=share)
     except UsageError:
         raise
     except CoordError as exc:  # an unregistered batch may be registered yet: keep waiting
@@ -223,7 +237,7 @@ async def ready_state(ctx: Ctx, batch_id: str, agent_id: str | None) -> tuple[bo
 
 async def wait_until_ready(ctx: Ctx, batch_id: str, agent_id: str | None = None, *,
                            poll_seconds: float = 1.0, timeout: float | None = None,
-                           sleep: Any = None) -> dict[str, Any]:
+                           sleep: Any = None, share: Share | None = None) -> dict[str, Any]:
     """`wait --until-ready`: exit_code 0 once a lane is ready, 2 with timed_out after `timeout`."""
-    return await poll_until(lambda: ready_state(ctx, batch_id, agent_id),
+    return await poll_until(lambda: ready_state(ctx, batch_id, agent_id, share),
                             poll_seconds=poll_seconds, timeout=timeout, sleep=sleep)

@@ -211,6 +211,20 @@ async def test_concurrent_ready_waiters_of_one_batch_share_their_reads(ctx, stor
     assert len(answers) == 100 and not any(met for met, _ in answers)
     assert shared.reads == one_waiter  # 100 waiters cost one waiter's reads
 
+    shared = SharedReads(store, timer=lambda: 0.0)
+    answers.clear()
+
+    async def sharing_waiter(i: int) -> None:
+        answers.append(await ready.ready_state(Ctx(shared, clock), "b1", f"x{i}",
+                                               shared.results.share))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(100):
+            tg.start_soon(sharing_waiter, i)
+    assert len(answers) == 100 and shared.results.computed == 1  # one classification for all
+    assert {state["detail"] for _, state in answers} == {
+        f"no lane of b1 ready for x{i} (19 blocked, 0 held, 0 closed)" for i in range(100)}
+
 
 async def test_claim_next_never_takes_over_a_claim_made_since_its_survey(ctx, clock) -> None:
     await register_batch(ctx, manifest=manifest(lane("a", "1", pool=True)))

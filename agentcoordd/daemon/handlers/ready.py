@@ -9,5 +9,6 @@ from agentcoordd.daemon.services import Services
 
 
 async def handle(req: p.Ready, svc: Services, call: Call) -> p.Response:
-    return await call.use_case(ready_lanes, write=False, shared_reads=True, batch_id=req.batch_id,
+    return await call.use_case(ready_lanes, write=False, shared_reads=True, shared_results=True,
+                               batch_id=req.batch_id,
                                agent_id=req.agent_id)

@@ -43,4 +43,5 @@ async def handle_unblocked(req: p.WaitUnblocked, svc: Services, call: Call) -> p
 
 async def handle_ready(req: p.WaitReady, svc: Services, call: Call) -> p.Response:
     return await call.use_case(wait_until_ready, write=False, poll=True, shared_reads=True,
-                               batch_id=req.batch_id, agent_id=req.agent_id, **budget(req))
+                               shared_results=True, batch_id=req.batch_id, agent_id=req.agent_id,
+                               **budget(req))
