@@ -161,23 +161,39 @@ async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | No
     """`claim --next`: the claim of the first ready lane this agent may take, plus `lane`.
     Nothing ready: ClaimRefused counting this agent's lanes (own and pool) by state.
 
-    The candidates may come from `survey`, a context whose reads are shared between
-    concurrent callers for a moment (the daemon's): a lane it shows free that is not
-    is a lost race, and dependencies only ever become met, so a slightly old view never
-    hands out a blocked lane. The claim itself, and the check that the lane was not
-    closed meanwhile, read `ctx.store`."""
+    The candidates may first come from `survey`/`share`: reads and a classification that
+    concurrent callers share for a moment (the daemon's). A lane it shows free that is
+    not is a lost race, and dependencies only ever become met, so a slightly old view
+    never hands out a blocked lane. It can miss a lane that just became ready (the
+    caller's own closeout a moment ago unblocked it), so a refusal is only ever given
+    after a classification that read `ctx.store` itself. The claim, and the checks that
+    the lane was not closed meanwhile, always read `ctx.store`."""
     ids.agent_id(agent_id)
-    view = await ready_lanes(survey or ctx, batch_id=batch_id, agent_id=agent_id, share=share)
-    if survey is not None:
-        ctx.warnings.extend(survey.warnings)
-        survey.warnings.clear()
+    if survey is not None or share is not None:
+        view = await ready_lanes(survey or ctx, batch_id=batch_id, agent_id=agent_id, share=share)
+        if survey is not None:
+            ctx.warnings.extend(survey.warnings)
+            survey.warnings.clear()
+        taken = await _take_first(ctx, view, batch_id, agent_id, branch, ttl, meta)
+        if taken is not None:
+            return taken
+    view = await ready_lanes(ctx, batch_id=batch_id, agent_id=agent_id)
+    taken = await _take_first(ctx, view, batch_id, agent_id, branch, ttl, meta)
+    if taken is not None:
+        return taken
+    raise _refusal(batch_id, [row for row in view["lanes"] if row["may_take"]])
+
+
+async def _take_first(ctx: Ctx, view: dict[str, Any], batch_id: str, agent_id: str,
+                      branch: str | None, ttl: int | None, meta: Metadata) -> dict[str, Any] | None:
+    """Claim the first ready lane of `view` the agent may take; None when every one was
+    lost (its rows then say why)."""
     repo = view["repo"]
     if repo is None:
         raise UsageError(f"batch {batch_id} declares no repo: claim --next cannot name a claim "
                          "(use claim --repo --target)")
-    mine = [row for row in view["lanes"] if row["may_take"]]
-    for row in mine:
-        if row["state"] != READY or not row["targets"]:
+    for row in view["lanes"]:
+        if not row["may_take"] or row["state"] != READY or not row["targets"]:
             continue
         target = row["targets"][0]
         closed = await declared_terminal(ctx, batch_id, {"name": row["name"]})
@@ -203,7 +219,7 @@ async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | No
             row.update(state=CLOSED, terminal=closed)
             continue
         return {**result, "lane": row["name"], "repo": repo, "target": target, "batch_id": batch_id}
-    raise _refusal(batch_id, mine)
+    return None
 
 
 async def ready_state(ctx: Ctx, batch_id: str, agent_id: str | None,

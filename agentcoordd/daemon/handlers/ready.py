@@ -9,6 +9,7 @@ from agentcoordd.daemon.services import Services
 
 
 async def handle(req: p.Ready, svc: Services, call: Call) -> p.Response:
-    return await call.use_case(ready_lanes, write=False, shared_reads=True, shared_results=True,
-                               batch_id=req.batch_id,
+    # Read exactly (not the pollers' shared view): `ready` right after one's own claim
+    # or closeout must show it.
+    return await call.use_case(ready_lanes, write=False, batch_id=req.batch_id,
                                agent_id=req.agent_id)
