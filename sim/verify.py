@@ -114,7 +114,9 @@ def verify(out: Path, batch_id: str | None = None) -> dict[str, Any]:
             if b.get("action") == "taken_over":
                 takeovers += 1
                 last = a.get("last_write_wall", a["start_wall"])
-                if b["claim_t0_wall"] < last + DEAD_MULT * hb_ttl - TOL:
+                # a claim --next call may survey long before it claims: judge its answer
+                claimed = b["start_wall"] if b.get("pool") else b["claim_t0_wall"]
+                if claimed < last + DEAD_MULT * hb_ttl - TOL:
                     violations.append(
                         f"takeover of {target} by {b['agent']} at {b['claim_t0_wall']:.2f} only "
                         f"{b['claim_t0_wall'] - last:.2f}s after {a['agent']}'s last write "

@@ -105,8 +105,10 @@ async def _classify(ctx: Ctx, batch_id: str, lane: dict[str, Any], repo: str | N
 Share = Callable[[Any, Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
 
-async def batch_view(ctx: Ctx, batch_id: str) -> dict[str, Any]:
-    """Every lane of the batch in start order with its state and reason (no agent's view)."""
+async def batch_view(ctx: Ctx, batch_id: str,
+                     only: Callable[[dict[str, Any]], bool] | None = None) -> dict[str, Any]:
+    """Every lane of the batch (or those `only` keeps) in start order with its state and
+    reason (no agent's view)."""
     manifest = await read_manifest(ctx, batch_id)
     if isinstance(manifest, str):
         raise OperationalError(f"ready: {manifest}")
@@ -115,7 +117,8 @@ async def batch_view(ctx: Ctx, batch_id: str) -> dict[str, Any]:
         ctx.warn(f"batch {batch_id} declares no repo: lane targets were not checked for holders")
     raw = manifest.get("lanes")
     lanes = [lane for lane in (raw if isinstance(raw, list) else [])
-             if isinstance(lane, dict) and lane_name_of(lane) is not None]
+             if isinstance(lane, dict) and lane_name_of(lane) is not None
+             and (only is None or only(lane))]
     manifests: dict[str, Any] = {batch_id: manifest}
     statuses: dict[tuple[str, str], Any] = {}
     rows = [await _classify(ctx, batch_id, lane, repo, manifests, statuses)
@@ -124,14 +127,18 @@ async def batch_view(ctx: Ctx, batch_id: str) -> dict[str, Any]:
 
 
 async def ready_lanes(ctx: Ctx, *, batch_id: str, agent_id: str | None = None,
-                      share: Share | None = None) -> dict[str, Any]:
+                      share: Share | None = None, takeable_only: bool = False) -> dict[str, Any]:
     """`ready`: every lane of the batch in start order, each with its state and reason;
     `ready` names the ready ones, and with `agent_id` each row says `may_take`.
-    `share` lets concurrent callers of one batch share one classification."""
+    `share` lets concurrent callers of one batch share one classification;
+    `takeable_only` classifies only the lanes `agent_id` may take (claim --next)."""
     ids.batch_id(batch_id)
     if agent_id is not None:
         ids.agent_id(agent_id)
-    if share is None:
+    if takeable_only and agent_id is not None:
+        view = await batch_view(ctx, batch_id,
+                                lambda lane: is_pool(lane) or lane_owner_of(lane) == agent_id)
+    elif share is None:
         view = await batch_view(ctx, batch_id)
     else:
         view = await share(("ready", batch_id), lambda: batch_view(ctx, batch_id))
@@ -177,7 +184,7 @@ async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | No
         taken = await _take_first(ctx, view, batch_id, agent_id, branch, ttl, meta)
         if taken is not None:
             return taken
-    view = await ready_lanes(ctx, batch_id=batch_id, agent_id=agent_id)
+    view = await ready_lanes(ctx, batch_id=batch_id, agent_id=agent_id, takeable_only=True)
     taken = await _take_first(ctx, view, batch_id, agent_id, branch, ttl, meta)
     if taken is not None:
         return taken
