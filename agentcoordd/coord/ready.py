@@ -24,6 +24,7 @@ from typing import Any
 from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_of
 from agentcoordd.coord.claims import check_takeover, claim, release
 from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.heartbeats import heartbeat
 from agentcoordd.coord.waits import blocked_refs, declared_terminal, dependency_status, poll_until, read_manifest
 from agentcoordd.model import ids
 from agentcoordd.model.errors import ClaimRefused, CoordError, OperationalError, UsageError
@@ -164,7 +165,8 @@ def _refusal(batch_id: str, rows: list[dict[str, Any]]) -> ClaimRefused:
 
 async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | None = None,
                      ttl: int | None = None, meta: Metadata = Metadata(),
-                     survey: Ctx | None = None, share: Share | None = None) -> dict[str, Any]:
+                     survey: Ctx | None = None, share: Share | None = None,
+                     heartbeat_ttl: int | None = None) -> dict[str, Any]:
     """`claim --next`: the claim of the first ready lane this agent may take, plus `lane`.
     Nothing ready: ClaimRefused counting this agent's lanes (own and pool) by state.
 
@@ -174,25 +176,30 @@ async def claim_next(ctx: Ctx, *, batch_id: str, agent_id: str, branch: str | No
     never hands out a blocked lane. It can miss a lane that just became ready (the
     caller's own closeout a moment ago unblocked it), so a refusal is only ever given
     after a classification that read `ctx.store` itself. The claim, and the checks that
-    the lane was not closed meanwhile, always read `ctx.store`."""
+    the lane was not closed meanwhile, always read `ctx.store`.
+
+    `heartbeat_ttl` (--keep-alive): the agent's heartbeat is written right before each
+    claim attempt, so the new claim is never held by a dead heartbeat left from an
+    earlier lane (the takeover rule would let the next agent in line take it)."""
     ids.agent_id(agent_id)
     if survey is not None or share is not None:
         view = await ready_lanes(survey or ctx, batch_id=batch_id, agent_id=agent_id, share=share)
         if survey is not None:
             ctx.warnings.extend(survey.warnings)
             survey.warnings.clear()
-        taken = await _take_first(ctx, view, batch_id, agent_id, branch, ttl, meta)
+        taken = await _take_first(ctx, view, batch_id, agent_id, branch, ttl, meta, heartbeat_ttl)
         if taken is not None:
             return taken
     view = await ready_lanes(ctx, batch_id=batch_id, agent_id=agent_id, takeable_only=True)
-    taken = await _take_first(ctx, view, batch_id, agent_id, branch, ttl, meta)
+    taken = await _take_first(ctx, view, batch_id, agent_id, branch, ttl, meta, heartbeat_ttl)
     if taken is not None:
         return taken
     raise _refusal(batch_id, [row for row in view["lanes"] if row["may_take"]])
 
 
 async def _take_first(ctx: Ctx, view: dict[str, Any], batch_id: str, agent_id: str,
-                      branch: str | None, ttl: int | None, meta: Metadata) -> dict[str, Any] | None:
+                      branch: str | None, ttl: int | None, meta: Metadata,
+                      heartbeat_ttl: int | None) -> dict[str, Any] | None:
     """Claim the first ready lane of `view` the agent may take; None when every one was
     lost (its rows then say why)."""
     repo = view["repo"]
@@ -207,6 +214,8 @@ async def _take_first(ctx: Ctx, view: dict[str, Any], batch_id: str, agent_id: s
         if closed is not None:  # closed since the survey (its claim is released: claimable)
             row.update(state=CLOSED, terminal=closed)
             continue
+        if heartbeat_ttl is not None:
+            await heartbeat(ctx, agent_id=agent_id, batch_id=batch_id, ttl=heartbeat_ttl)
         try:
             result = await claim(ctx, agent_id=agent_id, repo=repo, target=target, batch_id=batch_id,
                                  branch=branch, ttl=ttl, meta=meta, lane_name=row["name"],

@@ -4,7 +4,6 @@ lanes and pool lanes), then whatever an ordinary claim does after (keep-alive, .
 from __future__ import annotations
 
 from agentcoordd import protocol as p
-from agentcoordd.coord.heartbeats import heartbeat
 from agentcoordd.coord.ready import claim_next
 from agentcoordd.daemon import keeper
 from agentcoordd.daemon.call import Call
@@ -20,15 +19,10 @@ async def handle(req: p.ClaimNext, svc: Services, call: Call) -> p.Response:
     # classification); the claim CAS does not.
     survey = call.context(resolved, shared_reads=True)
     async with call.events_to_outbox(ctx, resolved):
-        if req.keep_alive is not None:
-            # The agent's heartbeat is fresh before its claim exists: a claim whose holder's
-            # heartbeat (left from an earlier lane) is dead may be taken over by the next
-            # agent in line before the lane's own heartbeat is written below.
-            await call.outcome(ctx, heartbeat(ctx, agent_id=req.agent_id, batch_id=req.batch_id,
-                                              ttl=keeper.lane_ttl(req.keep_alive, claim=True)))
         payload = await call.outcome(ctx, claim_next(
             ctx, batch_id=req.batch_id, agent_id=req.agent_id, branch=req.branch, ttl=req.ttl,
-            meta=req.meta, survey=survey, share=call.shared_results(resolved)))
+            meta=req.meta, survey=survey, share=call.shared_results(resolved),
+            heartbeat_ttl=None if req.keep_alive is None else keeper.lane_ttl(req.keep_alive, claim=True)))
         # From here it is the ordinary claim of the lane's target.
         taken = p.Claim(agent_id=req.agent_id, repo=payload["repo"], target=payload["target"],
                         batch_id=req.batch_id, branch=req.branch, ttl=req.ttl, meta=req.meta,
