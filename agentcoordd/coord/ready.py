@@ -25,7 +25,9 @@ from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_
 from agentcoordd.coord.claims import check_takeover, claim, release
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.heartbeats import heartbeat
-from agentcoordd.coord.waits import blocked_refs, declared_terminal, dependency_status, poll_until, read_manifest
+from agentcoordd.coord.waits import (
+    blocked_refs, declared_terminal, dependency_status, poll_until, read_manifest,
+)
 from agentcoordd.model import ids
 from agentcoordd.model.errors import ClaimRefused, CoordError, OperationalError, UsageError
 from agentcoordd.model.records import Claim, Metadata, load
