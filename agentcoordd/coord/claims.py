@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcoordd.coord import closeout
@@ -58,6 +59,7 @@ async def claim(
     meta: Metadata = Metadata(),
     lane_name: str | None = None,
     surveyed_holder: str | None | object = ANY_HOLDER,
+    still_open: Callable[[], Awaitable[bool]] | None = None,
 ) -> dict[str, Any]:
     """Acquire or renew a lease; refuse while another holder is live or stale.
 
@@ -65,7 +67,9 @@ async def claim(
     `surveyed_holder` is the holder its survey saw (None: no active claim): any other
     holder found now claimed the target since, and is refused without the takeover
     rule — a fresh claim whose holder's heartbeat (from an earlier lane) is dead must
-    not be taken over by the next agent in line."""
+    not be taken over by the next agent in line. `still_open` is asked after the claim
+    record is read: a lane's lane_closed is written before its claim is released, so a
+    released claim read here with the lane still open means the lane is open."""
     ids.agent_id(agent_id)
     path = ids.claim_path(repo, target)
     if batch_id is not None:
@@ -86,6 +90,9 @@ async def claim(
         # one without status active ({} say), is claimed over as agent-coord does.
         # An active one must be a valid claim (else exit 2: never guess a holder away).
         stored = current.data if current is not None and isinstance(current.data, dict) else None
+        if still_open is not None and not await still_open():
+            raise ClaimRefused(f"CLAIM_REFUSED: lane of {_label(repo, target)} is closed",
+                               holder="", liveness="closed")
         if stored is not None and stored.get("status") == "active":
             held = load(Claim, stored, path)
             if held.agent_id != agent_id:

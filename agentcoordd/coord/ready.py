@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_of
-from agentcoordd.coord.claims import check_takeover, claim, release
+from agentcoordd.coord.claims import check_takeover, claim
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.heartbeats import heartbeat
 from agentcoordd.coord.waits import (
@@ -218,23 +218,26 @@ async def _take_first(ctx: Ctx, view: dict[str, Any], batch_id: str, agent_id: s
             continue
         if heartbeat_ttl is not None:
             await heartbeat(ctx, agent_id=agent_id, batch_id=batch_id, ttl=heartbeat_ttl)
+        name = row["name"]
+
+        async def still_open(name: str = name) -> bool:
+            return await declared_terminal(ctx, batch_id, {"name": name}) is None
+
         try:
             result = await claim(ctx, agent_id=agent_id, repo=repo, target=target, batch_id=batch_id,
-                                 branch=branch, ttl=ttl, meta=meta, lane_name=row["name"],
-                                 surveyed_holder=(row.get("dead_holders") or {}).get(target))
+                                 branch=branch, ttl=ttl, meta=meta, lane_name=name,
+                                 surveyed_holder=(row.get("dead_holders") or {}).get(target),
+                                 still_open=still_open)
         except ClaimRefused as refused:  # lost the race for this lane: the next one
-            row.update(state=HELD, held_by=[{"target": target, "agent_id": refused.holder,
-                                             "liveness": refused.liveness}])
+            if refused.liveness == "closed":
+                row.update(state=CLOSED, terminal=await declared_terminal(ctx, batch_id, {"name": name}))
+            else:
+                row.update(state=HELD, held_by=[{"target": target, "agent_id": refused.holder,
+                                                 "liveness": refused.liveness}])
             continue
         if result["action"] == "renewed":
             # our own live claim (read a moment ago as free): not a new lane
             row.update(state=HELD, held_by=[{"target": target, "agent_id": agent_id, "liveness": "live"}])
-            continue
-        closed = await declared_terminal(ctx, batch_id, {"name": row["name"]})
-        if closed is not None:
-            # closed between that check and the claim: give it back, take the next
-            await release(ctx, agent_id=agent_id, repo=repo, target=target)
-            row.update(state=CLOSED, terminal=closed)
             continue
         return {**result, "lane": row["name"], "repo": repo, "target": target, "batch_id": batch_id}
     return None

@@ -5,6 +5,7 @@ outcomes checked by reading etcd directly."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ def test_ready_and_wait_until_ready_on_etcd(on_etcd: EtcdDaemon, short_dir: Path
     view = json.loads(on_etcd.ctl("ready", "--batch-id", "wr", "--json").stdout)
     assert [(row["name"], row["state"]) for row in view["lanes"]] == [("l0", "ready"), ("l1", "blocked")]
     assert on_etcd.ctl("claim", "--next", "--batch-id", "wr", "--agent-id", "w1").returncode == 0
+    time.sleep(0.3)  # the waiters' shared classification is up to 0.25 s old
     waiting = on_etcd.ctl("wait", "--until-ready", "--batch-id", "wr", "--agent-id", "w2",
                           "--timeout", "0.5")
     assert waiting.returncode == 2
