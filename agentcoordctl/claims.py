@@ -12,7 +12,7 @@ from agentcoordctl.lanes import KEEP_ALIVE
 from agentcoordctl.options import (
     AGENT_ID, BACKEND, BATCH_ID, BRANCH, JSON, METADATA, REPO, TARGET, TTL, run,
 )
-from agentcoordctl.spec import Opt
+from agentcoordctl.spec import Opt, Parsed, UsageProblem
 from agentcoordd import protocol as p
 
 
@@ -20,9 +20,38 @@ from agentcoordd import protocol as p
 CLAIM_TTL = msgspec.structs.replace(TTL, help="Lease length (default 14400 = 4 h).")
 
 
+# claim --next picks the lane (agentcoordctl/ready.py): --repo/--target are required
+# only without it, a check that keeps the order of "missing required" refusals.
+NEXT = Opt("--next", "next_lane", "flag",
+           help="Claim the first ready lane of --batch-id you may take (own and pool lanes) "
+           "instead of --repo/--target; none ready: exit 3.")
+CLAIM_REPO = msgspec.structs.replace(REPO, default=None, help="Target repository (not with --next).")
+CLAIM_TARGET = msgspec.structs.replace(TARGET, default=None, help="Issue or PR (not with --next).")
+
+
+def next_or_target(parsed: Parsed) -> None:
+    given = parsed.given
+    lane_pick = bool(given.get("--next"))
+    for opt in parsed.command.options():
+        needed = opt.required or (opt in (CLAIM_REPO, CLAIM_TARGET) and not lane_pick)
+        if needed and given.get(opt.name) in (None, ""):
+            raise UsageProblem(f"missing required {opt.name}")
+    if lane_pick:
+        if "--repo" in given or "--target" in given:
+            raise UsageProblem("claim --next picks the lane: drop --repo/--target")
+        if given.get("--batch-id") in (None, ""):
+            raise UsageProblem("missing required --batch-id (claim --next)")
+
+
 def claim(*, agent_id: str, repo: str, target: str, batch_id: str | None, branch: str | None,
           ttl: int | None, meta: Any, selection: p.Selection, json: bool,
-          keep_alive: p.KeepAlive | None) -> None:
+          keep_alive: p.KeepAlive | None, next_lane: bool = False) -> None:
+    if next_lane:
+        from agentcoordctl.ready import claim_next
+
+        claim_next(agent_id=agent_id, batch_id=str(batch_id), branch=branch, ttl=ttl, meta=meta,
+                   selection=selection, json=json, keep_alive=keep_alive)
+        return
     run(p.Claim(agent_id=agent_id, repo=repo, target=target, batch_id=batch_id, branch=branch,
                 ttl=ttl, meta=meta, keep_alive=keep_alive, selection=selection),
         as_json=json, text=render.claim)
@@ -52,9 +81,10 @@ def release(*, agent_id: str, repo: str, target: str, branch: str | None, handof
 COMMANDS = (
     spec.Command(
         ("claim",), "Acquire or renew the lease on ISSUE_OR_PR (exit 3 while another holder is "
-        "live or stale).",
-        (AGENT_ID, REPO, TARGET, BATCH_ID, BRANCH, CLAIM_TTL, METADATA, BACKEND, JSON, KEEP_ALIVE),
-        claim, **AGENT_COORD),
+        "live or stale); --next: the first ready lane of --batch-id.",
+        (AGENT_ID, CLAIM_REPO, CLAIM_TARGET, BATCH_ID, BRANCH, CLAIM_TTL, METADATA, BACKEND, JSON,
+         KEEP_ALIVE, NEXT),
+        claim, **{**AGENT_COORD, "checks": (*AGENT_COORD["checks"], next_or_target)}),
     spec.Command(
         ("release",), "Release your claim on ISSUE_OR_PR: plain, structured handoff, or terminal "
         "closeout.",

@@ -47,6 +47,7 @@ COMMANDS = {
     "validate": "agentcoordctl.validate",
     "answer": "agentcoordctl.answer",
     "events": "agentcoordctl.feed",
+    "ready": "agentcoordctl.ready",
 }
 HELP_WORDS = ("-h", "--help", "help")
 # `agentcoordctl --version` is `agentcoordctl version` (what it prints, its exit code).

@@ -5,12 +5,13 @@
     wait --until-complete --batch-id B             every lane of B reports a terminal status
     wait --until-stop-requested --batch-id B       the batch has a stop request (batch stop)
     wait --until-answered --batch-id B --event-id ID   the request has an answer (agentcoordctl.answer)
+    wait --until-ready --batch-id B [--agent-id A] some lane is ready (one A may take)
 
 `--until-free` and `--until-complete` poll one `status` request each
 (target or batch scope). An UNKNOWN answer (backend trouble) is not the
 condition: waiting goes on, and the reason is shown once.
 
-`--until-unblocked` and `--until-stop-requested` are answered by the daemon
+`--until-unblocked`, `--until-stop-requested` and `--until-ready` are answered by the daemon
 itself (`coord.waits`, `telemetry.wait_until_stop_requested`): one request per
 slice of at most `REQUEST_TIMEOUT` seconds, each answered before its own
 deadline — exit 0 with the state, or exit 2 with `timed_out` — so no slice ends
@@ -39,22 +40,26 @@ def wait(*, until_unblocked: bool, until_free: bool, until_complete: bool,
          until_stop_requested: bool, batch_id: str | None, lane: str | None, repo: str | None,
          target: str | None, timeout: float, interval: float, json: bool,
          selection: p.Selection, until_answered: bool = False,
-         event_id: str | None = None) -> None:
+         event_id: str | None = None, until_ready: bool = False,
+         agent_id: str | None = None) -> None:
     modes = [m for m, on in (("until-unblocked", until_unblocked), ("until-free", until_free),
                              ("until-complete", until_complete),
                              ("until-stop-requested", until_stop_requested),
-                             ("until-answered", until_answered)) if on]
+                             ("until-answered", until_answered),
+                             ("until-ready", until_ready)) if on]
     if len(modes) != 1:
         raise fail("choose exactly one of --until-unblocked, --until-free, --until-complete, "
-                   "--until-stop-requested, --until-answered", p.EXIT_USAGE)
+                   "--until-stop-requested, --until-answered, --until-ready", p.EXIT_USAGE)
     mode = modes[0]
     if mode in ("until-unblocked", "until-complete", "until-stop-requested",
-                "until-answered") and not batch_id:
+                "until-answered", "until-ready") and not batch_id:
         raise fail(f"--{mode} needs --batch-id", p.EXIT_USAGE)
     if mode == "until-unblocked" and not lane:
         raise fail("--until-unblocked needs --lane", p.EXIT_USAGE)
     if mode == "until-free" and not (repo and target):
         raise fail("--until-free needs --repo and --target", p.EXIT_USAGE)
+    if agent_id is not None and mode != "until-ready":
+        raise fail("--agent-id is only valid with --until-ready", p.EXIT_USAGE)
     if timeout <= 0 or interval <= 0:
         raise fail("--timeout and --interval must be positive", p.EXIT_USAGE)
     if mode == "until-answered":
@@ -69,7 +74,7 @@ def wait(*, until_unblocked: bool, until_free: bool, until_complete: bool,
         build = DAEMON_WAITS[mode]
 
         def request(slice_: float) -> p._Wait:
-            return build(batch_id, lane, slice_, interval, chosen)
+            return build(batch_id, lane, slice_, interval, chosen, agent_id)
 
         wait_in_daemon(mode, request, timeout=timeout, interval=interval, json=json)
     started = time.monotonic()
@@ -252,12 +257,16 @@ def free(payload: dict[str, Any], *, batch_id: str | None, lane: str | None) -> 
 
 CHECKS = {"until-complete": complete, "until-free": free}
 # Conditions the daemon polls: mode -> request for one slice, and the --json key of its state.
-STATE_KEY = {"until-unblocked": "lane", "until-stop-requested": "stop"}
+STATE_KEY = {"until-unblocked": "lane", "until-stop-requested": "stop", "until-ready": "ready"}
 DAEMON_WAITS: dict[str, Callable[..., p._Wait]] = {
-    "until-unblocked": lambda batch_id, lane, slice_, poll, chosen: p.WaitUnblocked(
+    "until-unblocked": lambda batch_id, lane, slice_, poll, chosen, _agent=None: p.WaitUnblocked(
         batch_id=batch_id, lane=lane, wait_seconds=slice_, poll_seconds=poll, selection=chosen),
-    "until-stop-requested": lambda batch_id, lane, slice_, poll, chosen: p.WaitStopRequested(
-        batch_id=batch_id, wait_seconds=slice_, poll_seconds=poll, selection=chosen),
+    "until-stop-requested": lambda batch_id, lane, slice_, poll, chosen, _agent=None:
+        p.WaitStopRequested(batch_id=batch_id, wait_seconds=slice_, poll_seconds=poll,
+                            selection=chosen),
+    "until-ready": lambda batch_id, lane, slice_, poll, chosen, agent=None: p.WaitReady(
+        batch_id=batch_id, agent_id=agent, wait_seconds=slice_, poll_seconds=poll,
+        selection=chosen),
 }
 
 
@@ -272,7 +281,10 @@ COMMANDS = (spec.Command(
          help="Until --batch-id has a stop request (`batch stop`)."),
      Opt("--until-answered", "until_answered", "flag",
          help="Until event --event-id of --batch-id (a help/escalation request) is answered."),
+     Opt("--until-ready", "until_ready", "flag",
+         help="Until some lane of --batch-id is ready (one --agent-id may take, if given)."),
      Opt("--batch-id", "batch_id", metavar="ID"),
+     Opt("--agent-id", "agent_id", metavar="ID", help="--until-ready: a lane this agent may take."),
      Opt("--lane", "lane", metavar="LANE"),
      Opt("--event-id", "event_id", metavar="EVENT_ID", help="--until-answered: the request."),
      OPT_REPO, OPT_TARGET,

@@ -287,6 +287,31 @@ class Events(_Wait, tag_field="op", tag="events", kw_only=True):
     until_type: str | None = None
 
 
+class Ready(_Request, tag_field="op", tag="ready", kw_only=True):
+    """`ready --batch-id B [--agent-id A]`: the lanes that can start now, and why not the rest."""
+
+    batch_id: str
+    agent_id: str | None = None
+
+
+class ClaimNext(_Request, tag_field="op", tag="claim_next", kw_only=True):
+    """`claim --next --batch-id B --agent-id A`: claim the first ready lane A may take."""
+
+    batch_id: str
+    agent_id: str
+    branch: str | None = None
+    ttl: Int | None = None
+    meta: Metadata = msgspec.field(default_factory=Metadata)
+    keep_alive: KeepAlive | None = None
+
+
+class WaitReady(_Wait, tag_field="op", tag="wait_ready", kw_only=True):
+    """`wait --until-ready --batch-id B [--agent-id A]`: some lane (A may take) is ready."""
+
+    batch_id: str
+    agent_id: str | None = None
+
+
 class Doctor(_Request, tag_field="op", tag="doctor", kw_only=True):
     """`doctor [--deep] [--doctor-prefix P] [--stack-json]`: can coordination be trusted?"""
 
@@ -356,6 +381,9 @@ Request = Union[
     WaitAnswered,
     Answer,
     Events,
+    Ready,
+    ClaimNext,
+    WaitReady,
 ]
 REQUEST_TYPES: tuple[type[_Request], ...] = Request.__args__  # type: ignore[attr-defined]
 
@@ -405,7 +433,7 @@ ClientFrame = Union[Hello, Claim, Release, Heartbeat, RecordEvent, RegisterBatch
                     Lanes, LanesStop, Doctor,
                     BatchStop, BatchStopped, Health, Overview, Dashboard,
                     OutboxList, OutboxFlush, WaitStopRequested, WaitUnblocked,
-                    WaitAnswered, Answer, Events]
+                    WaitAnswered, Answer, Events, Ready, ClaimNext, WaitReady]
 ServerFrame = Union[Welcome, Progress, Response]
 
 

@@ -47,13 +47,16 @@ def main() -> int:
     ap.add_argument("--chaos", default="crash,handoff,takeover,stop")
     ap.add_argument("--duration", type=float, default=1500.0)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--pool-lanes", type=float, default=0.0, metavar="FRACTION",
+                    help="share of lanes taken with claim --next (sim --pool-lanes)")
     args = ap.parse_args()
     base = args.out or Path(tempfile.mkdtemp(prefix="sim-scale."))
     rows = []
     for backend in args.backend.split(","):
         params = Params(agents=args.agents, lanes=args.lanes, seed=args.seed,
                         chaos=tuple(c for c in args.chaos.split(",") if c),
-                        hb_ttl=args.hb_ttl, idle_timeout=args.idle_timeout)
+                        hb_ttl=args.hb_ttl, idle_timeout=args.idle_timeout,
+                        pool_frac=args.pool_lanes)
         out = base / backend
         t0 = time.monotonic()
         info = run(params, out, backend=backend, transport=args.transport,

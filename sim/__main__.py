@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--machines", type=int, default=2)
     r.add_argument("--hb-ttl", type=int, default=2)
     r.add_argument("--idle-timeout", type=float, default=5.0)
+    r.add_argument("--pool-lanes", type=float, default=0.0, metavar="FRACTION",
+                   help="share of lanes that are pool lanes, taken with claim --next by whoever is free")
     r.add_argument("--replay", type=Path, help="re-run DIR's parameters and compare the scripted calls")
     v = sub.add_parser("verify", help="check a run directory's invariants")
     v.add_argument("--batch-id")
@@ -70,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         chaos = CHAOS_KINDS if args.chaos == "all" else tuple(c for c in args.chaos.split(",") if c)
         params = Params(agents=args.agents, lanes=args.lanes, seed=args.seed, chaos=tuple(chaos),
-                        machines=args.machines, hb_ttl=args.hb_ttl, idle_timeout=args.idle_timeout)
+                        machines=args.machines, hb_ttl=args.hb_ttl, idle_timeout=args.idle_timeout,
+                        pool_frac=args.pool_lanes)
         backend, transport, per = args.backend, args.transport, args.agents_per_process
         out = args.out or Path(tempfile.mkdtemp(prefix=f"sim-{args.seed}-"))
     info = run_mod.run(params, out, backend=backend, transport=transport, per_process=per,

@@ -61,6 +61,15 @@ def argv_for(step: dict[str, Any], c: Ctx) -> list[str]:
     if op == "wait_free":
         return ["wait", "--until-free", *tgt, "--timeout", f"{WAIT_TIMEOUT:g}",
                 "--interval", f"{WAIT_INTERVAL:g}", "--json"]
+    if op == "claim_next":  # a pool lane: whichever ready one comes first
+        return ["claim", "--next", "--agent-id", c.agent, "--batch-id", c.batch, "--phase", "plan",
+                "--ttl", str(c.claim_ttl), "--keep-alive", "--heartbeat-ttl", str(c.hb_ttl),
+                "--idle-timeout", f"{c.idle_timeout:g}", "--watch-pid", str(c.watch_pid), "--json"]
+    if op == "wait_ready":
+        return ["wait", "--until-ready", "--batch-id", c.batch, "--agent-id", c.agent,
+                "--timeout", f"{step['seconds']:g}", "--interval", f"{WAIT_INTERVAL:g}", "--json"]
+    if op == "ready":
+        return ["ready", "--batch-id", c.batch, "--agent-id", c.agent, "--json"]
     if op == "stop_check":
         return ["heartbeat", "--agent-id", c.agent, "--batch-id", c.batch, "--status", "done",
                 "--ttl", str(c.hb_ttl), "--json"]
@@ -139,6 +148,14 @@ class WireTransport:
         args = _parse(argv)
         cmd = argv[0]
         t = min(timeout, 60.0)
+        if cmd == "claim" and "next" in args:
+            ka = p.KeepAlive(watch_pid=int(args["watch-pid"]), idle_timeout=float(args["idle-timeout"]),
+                             heartbeat_ttl=int(args["heartbeat-ttl"]))
+            return self._send(p.ClaimNext(agent_id=args["agent-id"], batch_id=args["batch-id"],
+                                          ttl=int(args["ttl"]), meta=Metadata(phase=args["phase"]),
+                                          keep_alive=ka), t)
+        if cmd == "ready":
+            return self._send(p.Ready(batch_id=args["batch-id"], agent_id=args.get("agent-id")), t)
         if cmd == "claim":
             ka = p.KeepAlive(watch_pid=int(args["watch-pid"]), idle_timeout=float(args["idle-timeout"]),
                              heartbeat_ttl=int(args["heartbeat-ttl"]))
@@ -168,7 +185,7 @@ class WireTransport:
         if mode in DAEMON_WAITS:  # polled by the daemon, as ctl does it
             def request(slice_: float) -> Any:
                 return DAEMON_WAITS[mode](args.get("batch-id"), args.get("lane"), slice_, interval,
-                                          p.Selection())
+                                          p.Selection(), args.get("agent-id"))
 
             def send(message: Any, slice_timeout: float) -> Any:
                 message.caller = self._caller()

@@ -41,6 +41,7 @@ class Params:
     work: tuple[float, float] = (0.02, 0.15)  # per-phase "work" sleep range (s)
     dep_prob: float = 0.3
     dep_window: int = 8
+    pool_frac: float = 0.0     # share of (pre-stop) lanes that are pool lanes, taken by claim --next
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -77,12 +78,13 @@ class Plan:
     chaos_lanes: dict[str, list[str]] = field(default_factory=dict)  # kind -> lanes
     stop_from: int | None = None  # lanes >= this index are closed by the operator after a stop
     crashing: list[str] = field(default_factory=list)
+    pool_lanes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"params": self.params.to_json(), "lanes": self.batch_manifest_lanes,
                 "machine_of": self.machine_of, "scripts": self.scripts,
                 "chaos_lanes": self.chaos_lanes, "stop_from": self.stop_from,
-                "crashing": self.crashing}
+                "crashing": self.crashing, "pool_lanes": self.pool_lanes}
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=1, sort_keys=True)
@@ -98,23 +100,35 @@ def make_plan(params: Params) -> Plan:
     n, m = params.agents, params.lanes
     agents = [agent_name(j) for j in range(n)]
 
+    stop_from = None
+    if "stop" in params.chaos and m >= 4:
+        stop_from = max(2, int(m * 0.85))
+    # Pool lanes (own random stream: plans without them stay as they were). Whoever is free
+    # takes one with claim --next after its planned lanes; so that no planned lane can wait
+    # on them, only pool lanes may depend on pool lanes.
+    pool_rng = random.Random(f"{params.seed}-pool")
+    pool = {i for i in range(m if stop_from is None else stop_from)
+            if params.pool_frac > 0 and pool_rng.random() < params.pool_frac}
+
     deps: dict[int, list[int]] = {}
     for i in range(m):
         lo = max(0, i - params.dep_window)
         if i > 0 and rng.random() < params.dep_prob:
             k = min(i - lo, rng.choice((1, 1, 2)))
-            deps[i] = sorted(rng.sample(range(lo, i), k))
+            chosen = sorted(rng.sample(range(lo, i), k))
+            chosen = [d for d in chosen if i in pool or d not in pool]
+            if chosen:
+                deps[i] = chosen
     lanes_manifest = []
     for i in range(m):
         entry: dict[str, Any] = {"name": lane_name(i), "owner": LANE_OWNER, "targets": [target_of(i)]}
+        if i in pool:
+            entry["pool"] = True
         if deps.get(i):
             entry["depends_on"] = [f"@BATCH@:{lane_name(d)}" for d in deps[i]]
         lanes_manifest.append(entry)
 
-    stop_from = None
-    if "stop" in params.chaos and m >= 4:
-        stop_from = max(2, int(m * 0.85))
-    work_lanes = list(range(m if stop_from is None else stop_from))
+    work_lanes = [i for i in range(m if stop_from is None else stop_from) if i not in pool]
 
     # Balanced assignment: each block of n lanes is a fresh permutation of the agents.
     holder: dict[int, str] = {}
@@ -211,6 +225,8 @@ def make_plan(params: Params) -> Plan:
                 if kind == "stall":
                     steps.append({"op": "sync_wait", "name": f"fenced-{lane}"})
                 steps.append({"op": "release_terminal", "lane": lane, "target": tgt, "expect": 0})
+        if pool and not crashed:
+            steps.append({"op": "pool_work"})
         if stop_from is not None and not crashed:
             steps.append({"op": "sync_wait", "name": "stop-issued"})
             steps.append({"op": "stop_check"})
@@ -223,4 +239,5 @@ def make_plan(params: Params) -> Plan:
         chaos_lanes["stop"] = [lane_name(i) for i in range(stop_from, m)]
     return Plan(params=params, batch_manifest_lanes=lanes_manifest,
                 machine_of={a: j % params.machines for j, a in enumerate(agents)},
-                scripts=scripts, chaos_lanes=chaos_lanes, stop_from=stop_from, crashing=crashing)
+                scripts=scripts, chaos_lanes=chaos_lanes, stop_from=stop_from, crashing=crashing,
+                pool_lanes=[lane_name(i) for i in sorted(pool)])

@@ -118,7 +118,9 @@ def verify(out: Path, batch_id: str | None = None) -> dict[str, Any]:
             if b.get("action") == "taken_over":
                 takeovers += 1
                 last = a.get("last_write_wall", a["start_wall"])
-                if b["claim_t0_wall"] < last + DEAD_MULT * hb_ttl - TOL:
+                # a claim --next call may survey long before it claims: judge its answer
+                claimed = b["start_wall"] if b.get("pool") else b["claim_t0_wall"]
+                if claimed < last + DEAD_MULT * hb_ttl - TOL:
                     violations.append(
                         f"takeover of {target} by {b['agent']} at {b['claim_t0_wall']:.2f} only "
                         f"{b['claim_t0_wall'] - last:.2f}s after {a['agent']}'s last write "
@@ -207,7 +209,11 @@ def verify(out: Path, batch_id: str | None = None) -> dict[str, Any]:
     for h in holds:
         if h["agent"] == "sim-operator":
             continue
-        first_claim[h["lane"]] = min(first_claim.get(h["lane"], h["claim_t0_wall"]), h["claim_t0_wall"])
+        # claim --next names its lane only in its answer, and its call may start long
+        # before it claims: its answer must not precede the dependency's closing release
+        # (the event check below compares the records themselves)
+        at = h["start_wall"] if h.get("pool") else h["claim_t0_wall"]
+        first_claim[h["lane"]] = min(first_claim.get(h["lane"], at), at)
     closed_at = {name: min(filter(None, (_ts(e.get("at")) for e in es)), default=None)
                  for name, es in closed.items()}
     closing_call: dict[str, float] = {}
@@ -236,7 +242,7 @@ def verify(out: Path, batch_id: str | None = None) -> dict[str, Any]:
     if (out / feedlog.FEED).exists():
         violations.extend(feed_violations)
 
-    lat = sorted(c["latency"] for c in calls_ if c["op"] != "wait_unblocked" and c["op"] != "wait_free")
+    lat = sorted(c["latency"] for c in calls_ if c["op"] not in ("wait_unblocked", "wait_free", "wait_ready"))
     wall = run.get("wall_seconds") or 0.0
     closes = [t for t in closed_at.values() if t]
     summary = {

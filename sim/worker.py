@@ -13,6 +13,12 @@ from DIR/machines.json, and appends to DIR/agents/<agent>.jsonl:
   (a refused claim after someone took the target over) or crashed;
 * `crash` / `stopped` / `done` markers.
 
+`pool_work` (pool lanes, plans with `pool_frac`): `claim --next` until the batch has
+no pool lane left open for this agent — each lane taken is worked like a planned
+one (heartbeats, `release --terminal done`); nothing ready yet: `wait --until-ready`.
+A `claim --next` that ended in exit 2 may have claimed a lane anyway (the reply was
+lost): `ready --agent-id` then shows it held by this agent, and it is worked.
+
 A crash is real: the process logs the end of its belief, then SIGKILLs itself
 (crashing agents always run alone in their process). Its keep-alive lane
 watches the worker's pid, so agentcoordd stops renewing the heartbeat.
@@ -25,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -36,6 +43,9 @@ from sim import calls
 
 RETRY_FOR = 120.0
 STOP_SEEN_WITHIN = 30.0
+POOL_WAIT = 30.0
+# claim --next's refusal: how many of this agent's lanes are blocked / held / closed.
+_REFUSAL = re.compile(r"no ready lane in batch \S+ \((\d+) blocked, (\d+) held, (\d+) closed\)")
 
 
 class AgentRunner:
@@ -57,7 +67,7 @@ class AgentRunner:
         record = {"agent": self.agent, **record}
         self.log.write(json.dumps(record, sort_keys=True) + "\n")
 
-    def call(self, n: int, step: dict[str, Any]) -> calls.Result:
+    def call(self, n: int, step: dict[str, Any], *, retry: bool = True) -> calls.Result:
         argv = calls.argv_for(step, self.ctx)
         started = time.monotonic()
         attempt = 0
@@ -76,14 +86,14 @@ class AgentRunner:
             self.emit({"kind": "call", "step": n, "op": step["op"], "argv": argv, "rc": res.rc,
                        "attempt": attempt, "t0_wall": w0, "t1_wall": w1, "t0_mono": m0, "t1_mono": m1,
                        "latency": m1 - m0, **extra, **({"err": res.err[-300:]} if res.rc else {})})
-            if res.rc != 2 or argv[0] == "wait" or time.monotonic() - started > RETRY_FOR:
+            if res.rc != 2 or not retry or argv[0] == "wait" or time.monotonic() - started > RETRY_FOR:
                 res.t0_wall, res.t1_wall = w0, w1  # type: ignore[attr-defined]
                 return res
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
 
     def step_record(self, n: int, step: dict[str, Any], verdict: Any) -> None:
-        argv = calls.argv_for(step, self.ctx) if step["op"] not in ("work", "sync_post", "sync_wait", "crash") else None
+        argv = calls.argv_for(step, self.ctx) if step["op"] not in ("work", "sync_post", "sync_wait", "crash", "pool_work") else None
         self.emit({"kind": "step", "step": n, "op": step["op"],
                    "argv": calls.normalize(argv, self.batch) if argv else None,
                    "name": step.get("name"), "expect": step.get("expect"), "verdict": verdict,
@@ -95,6 +105,59 @@ class AgentRunner:
             return
         hold.update(kind="hold", end_wall=at_wall, end_mono=at_mono, end_reason=reason)
         self.emit(hold)
+
+    def work_pool_lane(self, n: int, lane: str, target: str, claimed: calls.Result) -> None:
+        """A lane claim --next handed out: worked and closed like a planned lane."""
+        self.holding[target] = {
+            "target": target, "lane": lane, "start_wall": claimed.t1_wall,  # type: ignore[attr-defined]
+            "start_mono": time.monotonic(), "claim_t0_wall": claimed.t0_wall,  # type: ignore[attr-defined]
+            "action": (claimed.payload or {}).get("action", "acquired"),
+            "last_write_wall": claimed.t0_wall, "takeover": False, "handoff": False, "pool": True}  # type: ignore[attr-defined]
+        for phase in ("implement", "test"):
+            time.sleep(0.05)
+            res = self.call(n, {"op": "heartbeat", "lane": lane, "target": target, "phase": phase})
+            if res.rc == 0:
+                self.holding[target]["last_write_wall"] = res.t0_wall  # type: ignore[attr-defined]
+        res = self.call(n, {"op": "release_terminal", "lane": lane, "target": target})
+        if res.rc == 0:
+            self.close_hold(target, "terminal", res.t1_wall, time.monotonic())  # type: ignore[attr-defined]
+        else:
+            self.emit({"kind": "unexpected", "step": n, "op": "release_terminal", "rc": res.rc,
+                       "expect": 0, "err": res.err[-300:]})
+
+    def own_held_lane(self, n: int) -> tuple[str, str] | None:
+        """A lane `ready` shows held by this agent that it does not know it holds."""
+        res = self.call(n, {"op": "ready"})
+        rows = res.payload.get("lanes", []) if res.rc == 0 and isinstance(res.payload, dict) else []
+        for row in rows:  # held by us, or ours with our heartbeat already dead
+            holders = {h.get("target"): h.get("agent_id") for h in row.get("held_by") or []}
+            holders.update(row.get("dead_holders") or {})
+            for target, holder in holders.items():
+                if holder == self.agent and target not in self.holding:
+                    return row["name"], target
+        return None
+
+    def pool_work(self, n: int) -> str:
+        """claim --next until no pool lane is open for this agent; the step's verdict."""
+        while True:
+            res = self.call(n, {"op": "claim_next"}, retry=False)
+            if res.rc == 0 and isinstance(res.payload, dict):
+                self.work_pool_lane(n, res.payload["lane"], res.payload["target"], res)
+                continue
+            if res.rc == 2:  # maybe claimed with the reply lost: adopt it, else ask again
+                time.sleep(0.5)
+                mine = self.own_held_lane(n)
+                if mine is not None:
+                    self.work_pool_lane(n, mine[0], mine[1], res)
+                continue
+            found = _REFUSAL.search(res.err) if res.rc == 3 else None
+            if found is None:
+                self.emit({"kind": "unexpected", "step": n, "op": "claim_next", "rc": res.rc,
+                           "expect": "0 or 3", "err": res.err[-300:]})
+                return "failed"
+            if found.group(1) == "0" and found.group(2) == "0":
+                return "pool done"
+            self.call(n, {"op": "wait_ready", "seconds": POOL_WAIT})
 
     def run(self) -> None:
         self.emit({"kind": "start", "pid": os.getpid(), "wall": time.time(), "mono": time.monotonic()})
@@ -124,6 +187,9 @@ class AgentRunner:
                 (self.dir / "sync" / f"ready-{step['lane']}").touch()
                 os.kill(os.getpid(), signal.SIGKILL)
                 return
+            if op == "pool_work":
+                self.step_record(n, step, self.pool_work(n))
+                continue
             res = self.call(n, step)
             if op == "stop_check":  # a stop written through another daemon may be cached briefly
                 until = time.monotonic() + STOP_SEEN_WITHIN

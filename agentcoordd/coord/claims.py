@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentcoordd.coord import closeout
@@ -38,6 +39,10 @@ RENEWAL_KEEPS = (
 REACQUIRE_FIELDS = ("generation", "instance_id")
 
 
+# claim(surveyed_holder=...) default: whoever holds the target, the takeover rule decides.
+ANY_HOLDER = object()
+
+
 def _label(repo: str, target: str) -> str:
     return f"{repo}#{target}"
 
@@ -52,8 +57,19 @@ async def claim(
     branch: str | None = None,
     ttl: int | None = None,
     meta: Metadata = Metadata(),
+    lane_name: str | None = None,
+    surveyed_holder: str | None | object = ANY_HOLDER,
+    still_open: Callable[[], Awaitable[bool]] | None = None,
 ) -> dict[str, Any]:
-    """Acquire or renew a lease; refuse while another holder is live or stale."""
+    """Acquire or renew a lease; refuse while another holder is live or stale.
+
+    claim --next: `lane_name` names the batch lane on the claim.acquired event, and
+    `surveyed_holder` is the holder its survey saw (None: no active claim): any other
+    holder found now claimed the target since, and is refused without the takeover
+    rule — a fresh claim whose holder's heartbeat (from an earlier lane) is dead must
+    not be taken over by the next agent in line. `still_open` is asked after the claim
+    record is read: a lane's lane_closed is written before its claim is released, so a
+    released claim read here with the lane still open means the lane is open."""
     ids.agent_id(agent_id)
     path = ids.claim_path(repo, target)
     if batch_id is not None:
@@ -74,10 +90,18 @@ async def claim(
         # one without status active ({} say), is claimed over as agent-coord does.
         # An active one must be a valid claim (else exit 2: never guess a holder away).
         stored = current.data if current is not None and isinstance(current.data, dict) else None
+        if still_open is not None and not await still_open():
+            raise ClaimRefused(f"CLAIM_REFUSED: lane of {_label(repo, target)} is closed",
+                               holder="", liveness="closed")
         if stored is not None and stored.get("status") == "active":
             held = load(Claim, stored, path)
             if held.agent_id != agent_id:
-                await _check_takeover(ctx, held, repo, target, now)
+                if surveyed_holder is not ANY_HOLDER and held.agent_id != surveyed_holder:
+                    raise ClaimRefused(
+                        f"CLAIM_REFUSED: active claim for {_label(repo, target)} held by "
+                        f"{held.agent_id}; claimed since the lane was surveyed",
+                        holder=held.agent_id, liveness="live")
+                await check_takeover(ctx, held, repo, target, now)
         renewal = _renews(stored, agent_id, lane)
         kept = {k: stored[k] for k in RENEWAL_KEEPS if stored and stored.get(k) is not None} if renewal else {}
         stamped = format_ts(now)
@@ -102,7 +126,10 @@ async def claim(
 
     action, acquired, record = await cas_update(ctx.store, path, decide)
     if acquired:
-        await emit(ctx, record.get("batch_id"), "claim.acquired", lifecycle_fields(record, ACQUIRED_FIELDS))
+        fields_of = lifecycle_fields(record, ACQUIRED_FIELDS)
+        if lane_name is not None:
+            fields_of["lane"] = lane_name
+        await emit(ctx, record.get("batch_id"), "claim.acquired", fields_of)
     return {"action": action, "path": path, "claim": record}
 
 
@@ -117,7 +144,7 @@ def _renews(stored: dict[str, Any] | None, agent_id: str, lane: dict[str, str]) 
             and all(k not in stored or stored[k] == v for k, v in lane.items()))
 
 
-async def _check_takeover(ctx: Ctx, held: Claim, repo: str, target: str, now: dt.datetime) -> None:
+async def check_takeover(ctx: Ctx, held: Claim, repo: str, target: str, now: dt.datetime) -> None:
     """Raise ClaimRefused unless the holder is recoverable.
 
     The holder's heartbeat decides: live or stale refuses, dead allows. Without

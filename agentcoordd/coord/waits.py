@@ -50,7 +50,7 @@ async def poll_until(check: Check, *, poll_seconds: float, timeout: float | None
         waited += step
 
 
-async def _manifest(ctx: Ctx, batch_id: str) -> dict[str, Any] | str:
+async def read_manifest(ctx: Ctx, batch_id: str) -> dict[str, Any] | str:
     """The batch manifest as an object, or why it cannot be used."""
     try:
         current = await ctx.store.get(ids.batch_path(batch_id))
@@ -71,7 +71,7 @@ def _find_lane(manifest: dict[str, Any], name: str) -> dict[str, Any] | None:
     return None
 
 
-async def _declared_terminal(ctx: Ctx, batch_id: str, lane: dict[str, Any]) -> str | None:
+async def declared_terminal(ctx: Ctx, batch_id: str, lane: dict[str, Any]) -> str | None:
     """The lane's terminal state: the manifest stamp, else its lane_closed record."""
     if lane.get("terminal") is not None:
         return str(lane["terminal"])
@@ -88,11 +88,13 @@ async def _declared_terminal(ctx: Ctx, batch_id: str, lane: dict[str, Any]) -> s
     return None
 
 
-async def _dependency_status(ctx: Ctx, batch_id: str, lane: dict[str, Any]) -> str | None:
+async def dependency_status(ctx: Ctx, batch_id: str, lane: dict[str, Any]) -> str | None:
+    """The lane's status as its dependents see it: the declared terminal (manifest stamp
+    or lane_closed record), else its owner's heartbeat status, else the planned status."""
     from agentcoordd.coord import projections as pj
     from agentcoordd.coord.status import owner_heartbeat
 
-    declared = await _declared_terminal(ctx, batch_id, lane)
+    declared = await declared_terminal(ctx, batch_id, lane)
     if declared is not None:
         return declared
     owner = lane_owner_of(lane)
@@ -100,12 +102,44 @@ async def _dependency_status(ctx: Ctx, batch_id: str, lane: dict[str, Any]) -> s
     return pj.lane_status(lane, beat)
 
 
+async def blocked_refs(ctx: Ctx, entry: dict[str, Any],
+                       manifests: dict[str, dict[str, Any] | str],
+                       statuses: dict[tuple[str, str], str | None] | None = None) -> list[str]:
+    """The refs of `entry`'s depends_on that are not satisfied: the one dependency rule
+    (`wait --until-unblocked`, `ready`, `claim --next`). `manifests` caches the batches
+    read (batch id -> manifest, or why it is unusable); `statuses` the dependency
+    statuses (batch, lane) -> status, so one pass over a batch reads each once."""
+    blocked: list[str] = []
+    for ref in lane_dependencies(entry):
+        parts = split_dependency(ref)
+        if parts is None:
+            blocked.append(ref)  # malformed: never satisfied (as in status)
+            continue
+        dep_batch, dep_name = parts
+        if dep_batch not in manifests:
+            manifests[dep_batch] = await read_manifest(ctx, dep_batch)
+        manifest = manifests[dep_batch]
+        dep = _find_lane(manifest, dep_name) if isinstance(manifest, dict) else None
+        if dep is None:
+            blocked.append(ref)
+            continue
+        if statuses is None or parts not in statuses:
+            status = await dependency_status(ctx, dep_batch, dep)
+            if statuses is not None:
+                statuses[parts] = status
+        else:
+            status = statuses[parts]
+        if not satisfies_dependency(status):
+            blocked.append(ref)
+    return blocked
+
+
 async def unblocked_state(ctx: Ctx, batch_id: str, lane: str) -> tuple[bool, dict[str, Any]]:
     """(met, state): is every dependency of `lane` in `batch_id` satisfied?"""
     ids.batch_id(batch_id)
     ids.lane_name(lane)
     state: dict[str, Any] = {"batch_id": batch_id, "lane": lane}
-    manifests: dict[str, dict[str, Any] | str] = {batch_id: await _manifest(ctx, batch_id)}
+    manifests: dict[str, dict[str, Any] | str] = {batch_id: await read_manifest(ctx, batch_id)}
     own = manifests[batch_id]
     if isinstance(own, str):
         return False, {**state, "detail": own}
@@ -113,19 +147,7 @@ async def unblocked_state(ctx: Ctx, batch_id: str, lane: str) -> tuple[bool, dic
     if entry is None:
         return False, {**state, "detail": f"lane {lane} not in batch {batch_id}"}
     deps = lane_dependencies(entry)
-    blocked: list[str] = []
-    for ref in deps:
-        parts = split_dependency(ref)
-        if parts is None:
-            blocked.append(ref)  # malformed: never satisfied (as in status)
-            continue
-        dep_batch, dep_name = parts
-        if dep_batch not in manifests:
-            manifests[dep_batch] = await _manifest(ctx, dep_batch)
-        manifest = manifests[dep_batch]
-        dep = _find_lane(manifest, dep_name) if isinstance(manifest, dict) else None
-        if dep is None or not satisfies_dependency(await _dependency_status(ctx, dep_batch, dep)):
-            blocked.append(ref)
+    blocked = await blocked_refs(ctx, entry, manifests)
     state.update(deps=deps, blocked_on=blocked)
     if blocked:
         return False, {**state, "detail": f"lane {lane} of {batch_id} blocked on {', '.join(blocked)}"}
@@ -137,7 +159,7 @@ async def blocked_lanes_of_target(ctx: Ctx, batch_id: str, repo: str, target: st
     """(lane, the refs it is blocked on) for each lane of `batch_id` that works on
     repo#target and is blocked: the lane a claim takes, by its target (the claimant's
     own lane first when several share it)."""
-    manifest = await _manifest(ctx, batch_id)
+    manifest = await read_manifest(ctx, batch_id)
     if isinstance(manifest, str) or manifest.get("repo") not in (None, repo):
         return []
     lanes = manifest.get("lanes")

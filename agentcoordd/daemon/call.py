@@ -79,6 +79,11 @@ class Call:
         self.warnings.extend(resolved.warnings)
         return resolved
 
+    def shared_results(self, resolved: backends.Resolved) -> Any:
+        """`share(key, compute)` of the backend's shared-reads view: concurrent pollers of
+        one question (a batch's `ready` classification) share one answer per tick."""
+        return self.svc.shared_reads.reads_of(self.svc.pool.get(resolved)).results.share
+
     def context(self, resolved: backends.Resolved, *, shared_reads: bool = False) -> Ctx:
         store = self.svc.pool.get(resolved)
         if shared_reads:
@@ -126,10 +131,13 @@ class Call:
 
     async def use_case(self, function: Callable[..., Awaitable[Any]], *, write: bool,
                        shared_reads: bool = False, poll: bool = False, status_read: bool = False,
-                       **kwargs: Any) -> p.Response:
-        """A use case that needs nothing but its context: resolve, run, reply."""
+                       shared_results: bool = False, **kwargs: Any) -> p.Response:
+        """A use case that needs nothing but its context: resolve, run, reply
+        (`shared_results`: it also gets `share=`, see shared_results())."""
         resolved = self.backend(write=write, status_read=status_read)
         ctx = self.context(resolved, shared_reads=shared_reads)
+        if shared_results:
+            kwargs["share"] = self.shared_results(resolved)
         async with self.events_to_outbox(ctx, resolved):
             work = function(ctx, **kwargs)
             payload = await self.outcome(ctx, self.svc.pollers.run(work) if poll else work)

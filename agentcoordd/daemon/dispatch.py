@@ -21,6 +21,7 @@ from agentcoordd.daemon.handlers import (
     audit,
     batch,
     claim,
+    claim_next,
     daemon,
     dashboard,
     doctor,
@@ -31,6 +32,7 @@ from agentcoordd.daemon.handlers import (
     lanes,
     outbox,
     overview,
+    ready,
     record_event,
     register_batch,
     release,
@@ -70,6 +72,9 @@ HANDLERS: dict[type, Handler] = {
     p.DaemonStatus: daemon.handle_status,
     p.DaemonStop: daemon.handle_stop,
     p.Events: feed.handle,
+    p.Ready: ready.handle,
+    p.ClaimNext: claim_next.handle,
+    p.WaitReady: waits.handle_ready,
 }
 # Requests that report progress frames while they run.
 WITH_PROGRESS = frozenset({p.Gc, p.Events})

@@ -48,8 +48,36 @@ class SingleFlight:
             done.set()
 
 
+class SharedResults:
+    """Concurrent callers computing the same answer from one store's reads (a batch's
+    `ready` classification) share it for `max_age`: one computation per tick, however
+    many pollers. A failure is not shared."""
+
+    def __init__(self, *, max_age: float = MAX_AGE, timer: Callable[[], float] = time.monotonic) -> None:
+        self.max_age = max_age
+        self.timer = timer
+        self._fresh: dict[Any, tuple[float, Any]] = {}
+        self._flight = SingleFlight()
+        self.computed = 0  # for tests and benchmarks
+
+    async def share(self, key: Any, compute: Callable[[], Awaitable[T]]) -> T:
+        hit = self._fresh.get(key)
+        if hit is not None and self.timer() - hit[0] < self.max_age:
+            return hit[1]
+        return await self._flight.do(key, lambda: self._compute(key, compute))
+
+    async def _compute(self, key: Any, compute: Callable[[], Awaitable[T]]) -> T:
+        self.computed += 1
+        value = await compute()
+        if len(self._fresh) >= MAX_ENTRIES:
+            self._fresh.clear()
+        self._fresh[key] = (self.timer(), value)
+        return value
+
+
 class SharedReads:
-    """A store whose `get` answers from a read younger than `max_age` when it can."""
+    """A store whose `get` answers from a read younger than `max_age` when it can;
+    `results` shares whole answers computed from those reads the same way."""
 
     def __init__(self, store: Any, *, max_age: float = MAX_AGE,
                  timer: Callable[[], float] = time.monotonic) -> None:
@@ -60,6 +88,7 @@ class SharedReads:
         self._listed: dict[tuple[str, str, int | None, str | None], tuple[float, Page]] = {}
         self._flight = SingleFlight()
         self.reads = 0  # reads that reached the store (for tests and benchmarks)
+        self.results = SharedResults(max_age=max_age, timer=timer)
 
     async def get(self, path: str) -> Versioned | None:
         hit = self._fresh.get(path)

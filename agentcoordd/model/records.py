@@ -115,11 +115,21 @@ class Heartbeat(LaneMetadata, kw_only=True):
     status_raw: str | None = None
 
 
+# A lane's optional start order (`ready`, `claim --next`): lower first, like P0 before P1.
+LanePriority = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
+
+
 class Lane(Record, kw_only=True):
-    """A registered lane; owner and targets are checked at registration."""
+    """A registered lane; owner and targets are checked at registration.
+
+    `pool: true` makes it a pool lane any agent may take with `claim --next` (its
+    `owner` names the pool and never heartbeats); `priority` orders ready lanes
+    (docs/contracts.md#pool-lanes-and-priority)."""
 
     name: str
     owner: str | None = None
+    pool: bool | None = None
+    priority: LanePriority | None = None
     targets: list[Any] | None = None
     depends_on: str | list[str] | None = None
     status: str | None = None

@@ -1,4 +1,5 @@
-"""Daemon-side waits: until a batch has a stop request, until a lane is unblocked.
+"""Daemon-side waits: until a batch has a stop request, until a lane is unblocked,
+until some lane is ready.
 
 A wait answers (timed_out, exit 2) before the caller's own timeout would cut
 it off, and at once when the daemon stops (the next daemon answers).
@@ -10,6 +11,7 @@ import math
 from typing import Any
 
 from agentcoordd import protocol as p
+from agentcoordd.coord.ready import wait_until_ready
 from agentcoordd.coord.telemetry import wait_until_stop_requested
 from agentcoordd.coord.waits import wait_until_unblocked
 from agentcoordd.daemon.call import Call
@@ -37,3 +39,9 @@ async def handle_stop_requested(req: p.WaitStopRequested, svc: Services, call: C
 async def handle_unblocked(req: p.WaitUnblocked, svc: Services, call: Call) -> p.Response:
     return await call.use_case(wait_until_unblocked, write=False, poll=True, shared_reads=True,
                                batch_id=req.batch_id, lane=req.lane, **budget(req))
+
+
+async def handle_ready(req: p.WaitReady, svc: Services, call: Call) -> p.Response:
+    return await call.use_case(wait_until_ready, write=False, poll=True, shared_reads=True,
+                               shared_results=True, batch_id=req.batch_id, agent_id=req.agent_id,
+                               **budget(req))
