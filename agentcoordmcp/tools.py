@@ -22,7 +22,8 @@ from typing import Any
 import msgspec
 
 from agentcoordctl import (
-    answer, batches, claims, client, doctor, events, feed, heartbeat, options, status, wait,
+    answer, batches, claims, client, doctor, events, feed, heartbeat, options, ready, status,
+    wait,
 )
 from agentcoordctl.render import printable
 from agentcoordctl.spec import Command, Group, Opt
@@ -105,6 +106,15 @@ TOOLS: tuple[Tool, ...] = (
          "refused) while another agent's claim is live or stale. keep_alive: {} has agentcoordd "
          "renew the lane's heartbeat until this agent host exits.",
          _command(claims, "claim")),
+    Tool("claim_next", p.ClaimNext,
+         "Claim the first ready lane of a batch this agent may take (its own lanes and pool "
+         "lanes; priority, then manifest order) with the ordinary claim; refused (exit_class "
+         "refused) when nothing is ready, with the counts of blocked, held and closed lanes.",
+         _command(claims, "claim")),
+    Tool("ready", p.Ready,
+         "The lanes of a batch that can start now, and for every other lane why not "
+         "(blocked_on, held by whom with liveness, closed with its terminal).",
+         _command(ready, "ready"), read_only=True),
     Tool("heartbeat", p.Heartbeat,
          "Say you are alive and what you are doing (status, phase, target). keep_alive: {} has "
          "agentcoordd renew it until this agent host exits.",

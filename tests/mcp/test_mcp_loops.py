@@ -53,3 +53,30 @@ async def test_request_wait_answer_and_events_after_a_cursor(daemon: Daemon) -> 
         since = result(await helper.call_tool("events", {"batch_id": BATCH,
                                                          "after": rows[0]["cursor"]}))
         assert [r["type"] for r in since["json"]["events"]] == ["help_answered"]
+
+
+POOL = {"batch_id": "mcp-pool", "repo": "acme/widgets", "lanes": [
+    {"name": "api", "owner": "pool", "pool": True, "targets": ["1"]},
+    {"name": "ui", "owner": "pool", "pool": True, "targets": ["2"], "depends_on": "mcp-pool:api"},
+]}
+
+
+async def test_ready_and_claim_next_through_the_tools(daemon: Daemon) -> None:
+    manifest = daemon.base / "pool.json"
+    manifest.write_text(json.dumps(POOL))
+    assert daemon.ctl("register-batch", "--file", str(manifest)).returncode == 0
+    async with server(daemon, "w1") as w1, server(daemon, "w2") as w2:
+        listed = result(await w1.call_tool("ready", {"batch_id": "mcp-pool"}))
+        assert not listed["is_error"], listed
+        cli = daemon.ctl("ready", "--batch-id", "mcp-pool", "--agent-id", "w1", "--json")
+        assert listed["json"] == json.loads(cli.stdout)  # the same JSON as ctl's
+        assert listed["json"]["ready"] == ["api"]
+
+        took = result(await w1.call_tool("claim_next", {"batch_id": "mcp-pool"}))
+        assert not took["is_error"], took
+        assert took["json"]["lane"] == "api" and took["json"]["claim"]["agent_id"] == "w1"
+
+        refused = result(await w2.call_tool("claim_next", {"batch_id": "mcp-pool"}))
+        assert refused["is_error"] and refused["json"]["exit_class"] == "refused", refused
+        assert refused["json"]["message"].startswith(
+            "CLAIM_REFUSED: no ready lane in batch mcp-pool (")

@@ -24,7 +24,7 @@ from integration.helpers import Daemon, make_daemon
 SERVER = str(Path(sys.executable).with_name("agentcoord-mcp"))
 HOST = str(Path(__file__).with_name("mcp_host.py"))
 TOOLS = {"claim", "heartbeat", "release", "status", "record_event", "batch_audit", "doctor",
-         "answer", "wait_answer", "events"}
+         "answer", "wait_answer", "events", "ready", "claim_next"}
 
 
 @contextlib.asynccontextmanager
