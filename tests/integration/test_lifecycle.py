@@ -43,7 +43,9 @@ def test_autostart_starts_a_detached_daemon_with_a_clean_environment(daemon_fact
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         names = {item.split(b"=", 1)[0].decode() for item in environ if item}
-        assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "XDG_STATE_HOME"}
+        # XDG_CONFIG_HOME locates the machine's config (agentcoordd.toml, env files): no secret.
+        assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "XDG_STATE_HOME",
+                         "XDG_CONFIG_HOME"}
         assert b"tok-should-not-leak" not in b"\0".join(environ)
         assert os.getsid(pid) == pid  # its own session
         record = json.loads((d.root / "heartbeats/agent-a.json").read_text())
