@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import anyio
 import msgspec
 
 from agentcoordd.coord.context import Ctx
@@ -43,7 +45,7 @@ from agentcoordd.model.records import (
 )
 from agentcoordd.model.status import LANE_TERMINALS, is_terminal
 from agentcoordd.model.timefmt import expiry, format_ts, parse_ts
-from agentcoordd.store.base import Conflict, NotFound
+from agentcoordd.store.base import Conflict, Create, Delete, Get, NotFound, Op, run_singly
 from agentcoordd.store.cache import Malformed, scan
 
 DEFAULT_HOT_DAYS = 7
@@ -435,10 +437,7 @@ async def gc(
                 "split or reduce the source history before retrying"
             )
     if execute:
-        for done, action in enumerate(actions, 1):
-            await _apply(ctx, action)
-            if progress:
-                progress("applied", done, len(actions))
+        await _apply_all(ctx, actions, progress)
     return {
         "actions": [a.public() for a in actions],
         "mode": "execute" if execute else "dry-run",
@@ -451,46 +450,142 @@ async def gc(
     }
 
 
-async def _apply(ctx: Ctx, action: Action) -> None:
+# With batched operations (HTTP) a chunk of actions is applied together: each
+# step (read the sources, create the archives, delete the sources) is one round
+# trip. Elsewhere each action runs its steps one call at a time, as before, and
+# this many actions run at once.
+BATCH_ACTIONS = 32
+PARALLEL_ACTIONS = 8
+
+
+async def _apply_all(ctx: Ctx, actions: list[Action], progress: Progress | None) -> None:
+    done = 0
+
+    def applied(count: int) -> None:
+        nonlocal done
+        done += count
+        if progress:
+            progress("applied", done, len(actions))
+
+    batch = ctx.store.capabilities.batch
+    if batch is not None:
+        for chunk in _chunks(actions, BATCH_ACTIONS):
+            await _apply(ctx, chunk, batch.run_batch, together=True)
+            applied(len(chunk))
+        return
+    run = partial(run_singly, ctx.store)
+    limiter = anyio.CapacityLimiter(PARALLEL_ACTIONS)
+
+    async def one(action: Action) -> None:
+        async with limiter:
+            await _apply(ctx, [action], run, together=False)
+        applied(1)
+
+    # Copies first, expiries after every copy (as the sorted plan has them).
+    for phase in (False, True):
+        try:
+            async with anyio.create_task_group() as tg:
+                for action in actions:
+                    if (action.action == "delete") == phase:
+                        tg.start_soon(one, action)
+        except BaseExceptionGroup as group:
+            raise _first(group) from None
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    """The first real error of a task group (the one a sequential run would raise)."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
+def _chunks(actions: list[Action], size: int) -> list[list[Action]]:
+    """Consecutive runs of at most `size` actions that name no path twice, expiries
+    (deletes) never together with the rest: they stay after every copy."""
+    chunks: list[list[Action]] = []
+    seen: set[str] = set()
+    for action in actions:
+        paths = {action.archive_path, *action.expected}
+        last = chunks[-1] if chunks else None
+        if last is None or len(last) >= size or paths & seen or \
+                (last[-1].action == "delete") != (action.action == "delete"):
+            chunks.append([])
+            seen = set()
+        chunks[-1].append(action)
+        seen |= paths
+    return chunks
+
+
+def _known(outcome: Any) -> Any:
+    """An op's outcome; its error is raised as the single call would have."""
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+async def _apply(ctx: Ctx, chunk: list[Action], run: Callable[[list[Op]], Awaitable[list[Any]]], *,
+                 together: bool) -> None:
     """Copy before delete; every delete is guarded by the version read here.
 
     Each source is re-read first: content that changed since planning is left
     alone (it is no longer what the plan archived), and the delete's CAS guard
-    protects against a change between this read and the delete.
+    protects against a change between this read and the delete. Every archive of
+    the chunk is written before any of its sources is deleted; `together` sends
+    the deletes in one run, else one at a time (the first unexpected error stops
+    them, as a crash would).
     """
-    store = ctx.store
-    versions: dict[str, str] = {}
-    records: dict[str, Any] = {}
-    for path, content in action.expected.items():
-        current = await store.get(path)
-        if current is None:
-            if action.action == "compact" and path not in action.retained:
-                continue  # a source a previous, interrupted run already deleted
-            ctx.warn(f"gc: {path} disappeared after planning; skipped {action.archive_path}")
-            return
-        if _content(current.data) != content:
-            ctx.warn(f"gc: {path} changed after planning; kept (CAS)")
-            return
-        versions[path] = current.version
-        records[path] = current.data
-    if action.envelope is not None:
-        envelope = dict(action.envelope)
-        if action.action == "compact":
-            envelope["records"] = [records[p] for p in action.retained]
-        try:
-            await store.create(action.archive_path, envelope)
-        except Conflict:
-            existing = await store.get(action.archive_path)
-            if existing is None or not _same_archive(existing.data, envelope):
-                ctx.warn(f"gc: {action.archive_path} already holds a different record; source kept hot")
-                return
-    for path, version in versions.items():
-        try:
-            await store.delete(path, version)
-        except NotFound:
+    sources = [path for action in chunk for path in action.expected]
+    read = dict(zip(sources, await run([Get(path) for path in sources]), strict=True))
+    ready: list[tuple[Action, dict[str, str], dict[str, Any] | None]] = []
+    for action in chunk:
+        versions: dict[str, str] = {}
+        records: dict[str, Any] = {}
+        for path, content in action.expected.items():
+            current = _known(read[path])
+            if current is None:
+                if action.action == "compact" and path not in action.retained:
+                    continue  # a source a previous, interrupted run already deleted
+                ctx.warn(f"gc: {path} disappeared after planning; skipped {action.archive_path}")
+                break
+            if _content(current.data) != content:
+                ctx.warn(f"gc: {path} changed after planning; kept (CAS)")
+                break
+            versions[path] = current.version
+            records[path] = current.data
+        else:
+            envelope = None
+            if action.envelope is not None:
+                envelope = dict(action.envelope)
+                if action.action == "compact":
+                    envelope["records"] = [records[p] for p in action.retained]
+            ready.append((action, versions, envelope))
+    copies = [(action, envelope) for action, _, envelope in ready if envelope is not None]
+    created = await run([Create(action.archive_path, envelope) for action, envelope in copies])
+    clashes = []
+    for (action, envelope), outcome in zip(copies, created, strict=True):
+        if not isinstance(outcome, Conflict):
+            _known(outcome)
+            continue
+        clashes.append((action, envelope))
+    existing = await run([Get(action.archive_path) for action, _ in clashes])
+    refused = set()
+    for (action, envelope), outcome in zip(clashes, existing, strict=True):
+        current = _known(outcome)
+        if current is None or not _same_archive(current.data, envelope):
+            ctx.warn(f"gc: {action.archive_path} already holds a different record; source kept hot")
+            refused.add(action.archive_path)
+    deletes = [Delete(path, version) for action, versions, _ in ready
+               if action.archive_path not in refused for path, version in versions.items()]
+    outcomes = await run(list(deletes)) if together else None
+    for index, op in enumerate(deletes):
+        outcome = outcomes[index] if outcomes is not None else (await run([op]))[0]
+        if isinstance(outcome, NotFound):
             continue  # already gone: a converging retry
-        except Conflict:
-            ctx.warn(f"gc: {path} changed after planning; kept (CAS)")
+        if isinstance(outcome, Conflict):
+            ctx.warn(f"gc: {op.path} changed after planning; kept (CAS)")
+            continue
+        _known(outcome)
 
 
 def _same_archive(stored: Any, planned: dict[str, Any]) -> bool:

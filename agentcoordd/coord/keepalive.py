@@ -21,7 +21,7 @@ from agentcoordd.model.errors import CoordError
 from agentcoordd.model.records import Claim, Heartbeat, load
 from agentcoordd.model.status import is_terminal
 from agentcoordd.model.timefmt import expiry, format_ts
-from agentcoordd.store.base import BlockingStore, Versioned
+from agentcoordd.store.base import BatchOps, BlockingStore, Conflict, Get, NotFound, Replace, Versioned
 
 
 class Fence(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -110,3 +110,57 @@ def renew_blocking(store: BlockingStore, clock: Clock, *, agent_id: str, ttl: in
     return cas_update_blocking(
         store, path, lambda current: renewal(current, path=path, agent_id=agent_id, ttl=ttl,
                                              now=clock.now()))
+
+
+class Renewal(msgspec.Struct, frozen=True):
+    """One lane's renewal as renew_batched takes it."""
+
+    agent_id: str
+    ttl: int
+    fence: Fence | None = None
+
+
+class RenewSingly(Exception):
+    """This lane's batched renewal met a concurrent write (or shares its heartbeat
+    with another lane of the batch): renew it on its own, with re-reads."""
+
+
+async def renew_batched(batch: BatchOps, clock: Clock, lanes: list[Renewal]) -> list[Exception | None]:
+    """`renew` for many lanes in two round trips: one batch reads every claim and
+    heartbeat, one CAS-writes every renewed heartbeat. Each lane's outcome is its
+    own (None, LaneEnded, a StoreError, or RenewSingly for a lost race)."""
+    reads = list(dict.fromkeys(
+        path for lane in lanes for path in (
+            ids.heartbeat_path(lane.agent_id),
+            *((ids.claim_path(lane.fence.repo, lane.fence.target),) if lane.fence else ()))))
+    read = dict(zip(reads, await batch.run_batch([Get(path) for path in reads]), strict=True))
+    outcomes: list[Exception | None] = [None] * len(lanes)
+    writes: dict[str, tuple[int, Replace]] = {}
+    now = clock.now()
+    for index, lane in enumerate(lanes):
+        path = ids.heartbeat_path(lane.agent_id)
+        try:
+            if path in writes:
+                raise RenewSingly(f"heartbeat {path} is renewed for another lane of this batch")
+            if lane.fence is not None:
+                fence_verdict(_read(read[ids.claim_path(lane.fence.repo, lane.fence.target)]), lane.fence)
+            current = _read(read[path])
+            put = renewal(current, path=path, agent_id=lane.agent_id, ttl=lane.ttl, now=now)
+            assert current is not None  # renewal() ends the lane when it is missing
+            writes[path] = (index, Replace(path, put.record, current.version))
+        except Exception as exc:  # noqa: BLE001 - this lane's outcome, not the batch's
+            outcomes[index] = exc
+    written = await batch.run_batch([op for _, op in writes.values()])
+    for (index, _), result in zip(writes.values(), written, strict=True):
+        if isinstance(result, (Conflict, NotFound)):
+            outcomes[index] = RenewSingly(result.message)
+        elif isinstance(result, Exception):
+            outcomes[index] = result
+    return outcomes
+
+
+def _read(outcome: object) -> Versioned | None:
+    if isinstance(outcome, Exception):
+        raise outcome
+    assert outcome is None or isinstance(outcome, Versioned)
+    return outcome

@@ -35,7 +35,16 @@ import anyio.to_thread
 from agentcoordd import protocol as p
 from agentcoordd.coord.context import Clock, Ctx
 from agentcoordd.coord.events import emit
-from agentcoordd.coord.keepalive import Fence, LaneEnded, check_fence, renew, renew_blocking
+from agentcoordd.coord.keepalive import (
+    Fence,
+    LaneEnded,
+    Renewal,
+    RenewSingly,
+    check_fence,
+    renew,
+    renew_batched,
+    renew_blocking,
+)
 from agentcoordd.daemon import backends, sdnotify
 from agentcoordd.daemon.clock import boottime
 from agentcoordd.daemon.credentials import Credentials
@@ -55,7 +64,7 @@ from agentcoordd.daemon.renewal import DEFAULT_IDLE_TIMEOUT, Lane, RenewalLoop, 
 from agentcoordd.model import ids
 from agentcoordd.model.errors import UsageError
 from agentcoordd.model.timefmt import format_ts
-from agentcoordd.store.base import BlockingStore
+from agentcoordd.store.base import BatchOps, BlockingStore
 
 DEFAULT_HEARTBEAT_TTL = 15 * 60
 EVENT_TYPE = "lane.keepalive_ended"
@@ -271,11 +280,14 @@ class LaneKeeper:
         lane); other stores' lanes renew concurrently."""
         outcomes: list[BaseException | None] = [None] * len(lanes)
         blocking: dict[int, tuple[BlockingStore, list[int]]] = {}
+        batched: dict[int, tuple[BatchOps, list[int]]] = {}
         remote: list[int] = []
         for index, lane in enumerate(lanes):
-            local = self.pool.get(self._selection(lane.key)).capabilities.blocking
-            if local is not None:
-                blocking.setdefault(id(local), (local, []))[1].append(index)
+            caps = self.pool.get(self._selection(lane.key)).capabilities
+            if caps.blocking is not None:
+                blocking.setdefault(id(caps.blocking), (caps.blocking, []))[1].append(index)
+            elif caps.batch is not None:
+                batched.setdefault(id(caps.batch), (caps.batch, []))[1].append(index)
             else:
                 remote.append(index)
 
@@ -285,9 +297,27 @@ class LaneKeeper:
             except Exception as exc:  # noqa: BLE001 - the loop classifies it
                 outcomes[index] = exc
 
+        async def renew_group(batch: BatchOps, indexes: list[int]) -> None:
+            group = [lanes[i] for i in indexes]
+            dues = [lane.next_due for lane in group]
+            try:
+                results = await renew_batched(batch, self.clock, [
+                    Renewal(spec.agent_id, spec.ttl, spec.fence)
+                    for spec in (self.specs[lane.key] for lane in group)])
+            except Exception as exc:  # noqa: BLE001 - no lane's outcome is known
+                results = [exc] * len(group)
+            for index, lane, due, error in zip(indexes, group, dues, results, strict=True):
+                if isinstance(error, RenewSingly):
+                    tg.start_soon(renew_remote, index)  # re-read and decide again, alone
+                    continue
+                self._account(lane, due, error)
+                outcomes[index] = error
+
         async with anyio.create_task_group() as tg:
             for index in remote:
                 tg.start_soon(renew_remote, index)
+            for batch, indexes in batched.values():
+                tg.start_soon(renew_group, batch, indexes)
             for store, indexes in blocking.values():
                 group = [lanes[i] for i in indexes]
                 dues = [lane.next_due for lane in group]

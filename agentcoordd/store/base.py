@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import anyio
 import msgspec
 
 from agentcoordd.model.errors import OperationalError, UsageError
@@ -142,6 +143,48 @@ class Scanning(Protocol):
                         cap: int | None = None) -> Any: ...
 
 
+# ---- batched operations (BatchOps) --------------------------------------------
+
+
+@dataclass(frozen=True)
+class Get:
+    path: str
+
+
+@dataclass(frozen=True)
+class Create:
+    path: str
+    data: Any
+
+
+@dataclass(frozen=True)
+class Replace:
+    path: str
+    data: Any
+    version: str
+
+
+@dataclass(frozen=True)
+class Delete:
+    path: str
+    version: str
+
+
+Op = Get | Create | Replace | Delete
+# Per op, what its single call returns (Versioned | None for Get, the new version
+# for Create/Replace, None for Delete) or the error it raises (a StoreError, or
+# InvalidPath for a path outside the grammar).
+Outcome = Any
+
+
+class BatchOps(Protocol):
+    async def run_batch(self, ops: list[Op]) -> list[Outcome]:
+        """Each op as its single call would do it; one op's error is its outcome,
+        never its neighbours'. The ops name distinct paths (their order is then
+        immaterial). Raises only when no op's outcome is known."""
+        ...
+
+
 class ChangeNotices(Protocol):
     """Change detection below a prefix (the event feed's one source per batch)."""
 
@@ -163,6 +206,7 @@ class Capabilities:
     archive: ArchiveMoves | None = None
     files: LocalFiles | None = None
     changes: ChangeNotices | None = None
+    batch: BatchOps | None = None
 
 
 class Store(Protocol):
@@ -190,6 +234,36 @@ class Store(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+async def run_singly(store: Store, ops: list[Op], concurrency: int = 1) -> list[Outcome]:
+    """BatchOps.run_batch for any store: each op as its single call, `concurrency`
+    at a time (1: one after another, in order)."""
+    outcomes: list[Outcome] = [None] * len(ops)
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    async def one(index: int, op: Op) -> None:
+        async with limiter:
+            try:
+                if isinstance(op, Get):
+                    outcomes[index] = await store.get(op.path)
+                elif isinstance(op, Create):
+                    outcomes[index] = await store.create(op.path, op.data)
+                elif isinstance(op, Replace):
+                    outcomes[index] = await store.replace(op.path, op.data, op.version)
+                else:
+                    await store.delete(op.path, op.version)
+            except Exception as exc:  # noqa: BLE001 - this op's outcome, never its neighbours'
+                outcomes[index] = exc
+
+    if concurrency == 1:
+        for index, op in enumerate(ops):
+            await one(index, op)
+        return outcomes
+    async with anyio.create_task_group() as tg:
+        for index, op in enumerate(ops):
+            tg.start_soon(one, index, op)
+    return outcomes
 
 
 async def list_all(store: Store, prefix: str) -> Page:

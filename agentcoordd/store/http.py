@@ -27,6 +27,8 @@ contains the token.
 
 from __future__ import annotations
 
+import bisect
+import builtins
 import json
 import re
 from collections.abc import AsyncIterator
@@ -43,19 +45,33 @@ from agentcoordd.model.errors import UsageError
 from agentcoordd.store.base import (
     Capabilities,
     Conflict,
+    Create,
+    Delete,
     Entry,
+    Get,
     Forbidden,
     InvalidPath,
     InvalidRecord,
     NotFound,
+    Op,
+    Outcome,
     Page,
+    Replace,
     StoreError,
     Unavailable,
     UnreadableEntries,
     Versioned,
+    run_singly,
 )
 
 MAX_PAGE = 1000  # the Worker's largest `limit`
+MAX_BATCH = 64  # the Worker's largest POST /v1/batch
+# Without the batch endpoint, a batch is this many single requests at a time.
+FALLBACK_CONCURRENCY = 16
+# Batches whose events are mirrored (GET /v1/events?since=); the oldest is dropped first.
+MIRRORED_BATCHES = 32
+# Capabilities of a Worker are asked again after this long (a Worker may be upgraded).
+CAPABILITIES_TTL = 300.0
 # The event feed re-lists a followed batch this often (one listing shared by all followers).
 CHANGE_POLL = 0.5
 ACTIVE_DATA_CAP = 256 * 1024
@@ -73,6 +89,7 @@ _SEG = r"[A-Za-z0-9_.:-]+"
 _WIRE_RECORD = re.compile(
     rf"(?:archive/)?(?:claims/{_SEG}/{_SEG}/{_SEG}|heartbeats/{_SEG}|batches/{_SEG}|events/{_SEG}/{_SEG})\.json"
 )
+_EVENTS_BATCH_PREFIX = re.compile(rf"events/({_SEG})")
 _WIRE_PREFIX = re.compile(
     rf"archive|(?:archive/)?(?:claims(?:/{_SEG}){{0,2}}|heartbeats|batches|events(?:/{_SEG})?)"
 )
@@ -109,6 +126,75 @@ class _WireWrite(msgspec.Struct):
 
 class _WireError(msgspec.Struct):
     error: str = "unknown"
+
+
+class _WireHealth(msgspec.Struct):
+    status: str = ""
+    capabilities: list[str] = []
+
+
+class _WireResult(msgspec.Struct):
+    status: int
+    body: Any = None
+
+
+class _WireBatch(msgspec.Struct):
+    results: list[_WireResult]
+
+
+class _WireChange(msgspec.Struct):
+    path: str
+    seq: int
+    data: Any = None
+    version: int = 0
+    deleted: bool = False
+
+
+class _WireChanges(msgspec.Struct):
+    seq: int
+    changes: list[_WireChange] = []
+    more: bool = False
+    resync: bool = False
+
+
+class _NoBatch(Exception):
+    """The Worker has no batch endpoint after all: single requests instead."""
+
+
+class _MaybeMissing:
+    """A batched CAS answered 409 version_conflict: stale or missing, settled by a get."""
+
+
+class _Unreadable:
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _code(body: Any) -> str:
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, str) else "unknown"
+
+
+class _NoEventsView(Exception):
+    """The events endpoint cannot serve this batch now: list it instead."""
+
+
+class _Mirror:
+    """One batch's live events, kept current with GET /v1/events?since=.
+
+    Concurrent readers share syncs: a reader waits for the sync in flight and
+    then starts one only when none has begun since it arrived (a sync that began
+    before it arrived may have missed a write that finished before the read)."""
+
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()
+        self.entries: dict[str, Entry] = {}
+        self.ordered: list[str] | None = []
+        self.seq = 0
+        self.begun = 0
+        self.done = 0
 
 
 _encoder = msgspec.json.Encoder()
@@ -192,11 +278,15 @@ class HttpStore:
             raise UsageError(f"invalid API URL: {base_url!r} (expected http(s)://HOST[:PORT])")
         self.base_url = str(base_url).rstrip("/")
         self.name = f"http:{self.base_url}"
-        self.capabilities = Capabilities(introspection=self, changes=self)
+        self.capabilities = Capabilities(introspection=self, changes=self, batch=self)
         self.timeout = float(timeout)
         self.connect_timeout = min(float(connect_timeout or timeout), self.timeout)
         self.read_attempts = max(1, read_attempts)
         self._has_token = bool(token)
+        self._server_caps: frozenset[str] | None = None
+        self._server_caps_at = 0.0
+        self._caps_lock = anyio.Lock()
+        self._mirrors: dict[str, _Mirror] = {}
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -266,11 +356,19 @@ class HttpStore:
         prefix = _checked_prefix(prefix)
         if limit is not None and limit < 1:
             raise InvalidPath(f"invalid listing limit: {limit}")
-        params = {"prefix": prefix, "limit": str(min(limit or MAX_PAGE, MAX_PAGE))}
         if cursor is not None:
             if not cursor.startswith(prefix + "/"):
                 raise InvalidPath(f"listing cursor {cursor} is not below {prefix}")
-            params["cursor"] = _checked_path(cursor)
+            _checked_path(cursor)
+        batch = _EVENTS_BATCH_PREFIX.fullmatch(prefix)
+        if batch is not None and "events" in await self.server_capabilities():
+            try:
+                return await self._mirrored_page(batch.group(1), limit, cursor)
+            except _NoEventsView:
+                pass
+        params = {"prefix": prefix, "limit": str(min(limit or MAX_PAGE, MAX_PAGE))}
+        if cursor is not None:
+            params["cursor"] = cursor
         resp = await self._send("GET", "/v1/state", path=prefix, params=params)
         if resp.status_code != 200:
             self._raise(resp, prefix)
@@ -286,6 +384,53 @@ class HttpStore:
             more = f"{len(unreadable)} unreadable records below {prefix}; " if len(unreadable) > 1 else ""
             raise UnreadableEntries(f"{more}{reason} in record {path}", result, unreadable)
         return result
+
+    async def run_batch(self, ops: builtins.list[Op]) -> builtins.list[Outcome]:
+        """BatchOps: POST /v1/batch in chunks of 64 where the Worker offers it,
+        else the single requests, FALLBACK_CONCURRENCY at a time."""
+        if len({op.path for op in ops}) != len(ops):
+            raise UsageError("a store batch must name each path once")
+        outcomes: builtins.list[Outcome] = [None] * len(ops)
+        wire: builtins.list[tuple[int, dict[str, Any]]] = []
+        for index, op in enumerate(ops):
+            try:
+                wire.append((index, self._wire_op(op)))
+            except (StoreError, InvalidPath) as exc:  # refused here, before any I/O
+                outcomes[index] = exc
+        if "batch" in await self.server_capabilities():
+            for start in range(0, len(wire), MAX_BATCH):
+                chunk = wire[start:start + MAX_BATCH]
+                try:
+                    results = await self._post_batch([body for _, body in chunk])
+                except _NoBatch:
+                    break
+                for (index, _), result in zip(chunk, results, strict=True):
+                    outcomes[index] = self._outcome(ops[index], result)
+                wire[start:start + MAX_BATCH] = [(-1, {})] * len(chunk)
+            await self._settle_conflicts(ops, outcomes)
+        rest = [index for index, _ in wire if index >= 0]
+        for index, outcome in zip(rest, await run_singly(self, [ops[i] for i in rest], FALLBACK_CONCURRENCY),
+                                  strict=True):
+            outcomes[index] = outcome
+        return outcomes
+
+    async def server_capabilities(self) -> frozenset[str]:
+        """What /v1/health advertises (batch, events), asked once per CAPABILITIES_TTL;
+        none when the Worker does not say (the existing Worker) or cannot be asked."""
+        now = anyio.current_time()
+        if self._server_caps is not None and now - self._server_caps_at < CAPABILITIES_TTL:
+            return self._server_caps
+        async with self._caps_lock:
+            if self._server_caps is not None and anyio.current_time() - self._server_caps_at < CAPABILITIES_TTL:
+                return self._server_caps
+            try:
+                resp = await self._send("GET", "/v1/health", path=None, auth=False)
+                health = msgspec.json.decode(resp.content, type=_WireHealth) if resp.status_code == 200 else None
+            except (StoreError, msgspec.DecodeError, msgspec.ValidationError):
+                return frozenset()  # not cached: ask again next time
+            self._server_caps = frozenset(health.capabilities if health and health.status == "ok" else ())
+            self._server_caps_at = anyio.current_time()
+            return self._server_caps
 
     async def changes(self, prefix: str) -> AsyncIterator[str]:
         """The Worker has no change stream: a tick every `CHANGE_POLL` seconds, on
@@ -320,6 +465,159 @@ class HttpStore:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    # ---- batches ---------------------------------------------------------
+
+    def _wire_op(self, op: Op) -> dict[str, Any]:
+        path = _checked_path(op.path)
+        if isinstance(op, Get):
+            return {"op": "get", "path": path}
+        if isinstance(op, Delete):
+            return {"op": "delete", "path": path, "if_match": _wire_version(op.version, path)}
+        body = {"op": "put", "path": path, "data": msgspec.Raw(self._encoded(path, op.data))}
+        if isinstance(op, Create):
+            body["if_none_match"] = "*"
+        else:
+            body["if_match"] = _wire_version(op.version, path)
+        return body
+
+    async def _post_batch(self, ops: builtins.list[dict[str, Any]]) -> builtins.list[_WireResult]:
+        reads_only = all(op["op"] == "get" for op in ops)
+        resp = await self._send("POST", "/v1/batch", path=None, content=_encoder.encode({"ops": ops}),
+                                safe=reads_only)
+        if resp.status_code in (404, 405) and self._error_code(resp) in ("route_not_found", "method_not_allowed"):
+            self._server_caps = frozenset()  # an older Worker after all
+            raise _NoBatch
+        if resp.status_code != 200:
+            self._raise(resp, None)
+        try:
+            results = msgspec.json.decode(resp.content, type=_WireBatch).results
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            results = self._lenient_batch(resp)
+        if len(results) != len(ops):
+            raise Unavailable(f"unexpected response from {self.base_url}/v1/batch: "
+                              f"{len(results)} results for {len(ops)} operations")
+        return results
+
+    def _lenient_batch(self, resp: httpx.Response) -> builtins.list[_WireResult]:
+        """A batch answer strict JSON cannot read: each get's entry checked on its own."""
+        doc = self._loose_json(resp, None)
+        items = doc.get("results") if isinstance(doc, dict) else None
+        if not isinstance(items, list):
+            self._decode(resp, _WireBatch, None)  # raises Unavailable
+        results = []
+        for item in items:  # type: ignore[union-attr]
+            status = item.get("status") if isinstance(item, dict) else None
+            if not isinstance(status, int):
+                self._decode(resp, _WireBatch, None)
+                raise AssertionError("unreachable")  # pragma: no cover
+            entry, why = _strict_entry(item.get("body"))
+            if entry is None and status == 200 and why is not None:
+                results.append(_WireResult(status, _Unreadable(why)))
+            else:
+                results.append(_WireResult(status, msgspec.to_builtins(entry) if entry else item.get("body")))
+        return results
+
+    def _outcome(self, op: Op, result: _WireResult) -> Outcome:
+        path, status, body = op.path, result.status, result.body
+        if isinstance(body, _Unreadable):
+            return InvalidRecord(f"{body.reason} in record {path}")
+        try:
+            if isinstance(op, Get):
+                if status == 200:
+                    entry = msgspec.convert(body, _WireEntry)
+                    return Versioned(entry.data, str(entry.version))
+                if status == 404 and _code(body) == "not_found":
+                    return None
+            elif isinstance(op, Delete):
+                if status == 200:
+                    return None
+            elif status in (200, 201):
+                return str(msgspec.convert(body, _WireWrite).version)
+        except msgspec.ValidationError as exc:
+            return Unavailable(f"unexpected response from {self._where(path)} (HTTP {status}): {exc}")
+        if status == 409 and _code(body) == "version_conflict" and isinstance(op, (Replace, Delete)):
+            return _MaybeMissing()
+        return self._error(status, _code(body), path)
+
+    async def _settle_conflicts(self, ops: builtins.list[Op], outcomes: builtins.list[Outcome]) -> None:
+        """409 answers for both stale and missing records (as the single form): one
+        batch of gets tells them apart."""
+        pending = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, _MaybeMissing)]
+        if not pending:
+            return
+        try:
+            current = await self.run_batch([Get(ops[i].path) for i in pending])
+        except StoreError:
+            current = [True] * len(pending)  # cannot tell: the conflict the server gave
+        for i, now in zip(pending, current, strict=True):
+            outcomes[i] = (NotFound(f"record not found: {ops[i].path} at {self.base_url}") if now is None
+                           else Conflict(f"record changed underneath us: {self._where(ops[i].path)}",
+                                         "version_conflict"))
+
+    # ---- the events view -------------------------------------------------
+
+    async def _mirrored_page(self, batch_id: str, limit: int | None, cursor: str | None) -> Page:
+        """A page of `events/<batch_id>` from the batch's mirror, synced first."""
+        mirror = self._mirrors.pop(batch_id, None) or _Mirror()
+        self._mirrors[batch_id] = mirror  # most recently used last
+        while len(self._mirrors) > MIRRORED_BATCHES:
+            del self._mirrors[next(iter(self._mirrors))]
+        await self._sync(batch_id, mirror)
+        if mirror.ordered is None:
+            mirror.ordered = sorted(mirror.entries)
+        ordered = mirror.ordered
+        start = bisect.bisect_right(ordered, cursor) if cursor is not None else 0
+        size = min(limit or MAX_PAGE, MAX_PAGE)
+        paths = ordered[start:start + size]
+        more = start + size < len(ordered)
+        return Page([mirror.entries[p] for p in paths], paths[-1] if more else None)
+
+    async def _sync(self, batch_id: str, mirror: _Mirror) -> None:
+        arrived = mirror.begun
+        async with mirror.lock:
+            if mirror.done > arrived:
+                return  # a sync that began after this read arrived has finished
+            mirror.begun += 1
+            generation = mirror.begun
+            while True:
+                changes = await self._changes_since(batch_id, mirror.seq)
+                if changes.resync:
+                    mirror.entries.clear()
+                    mirror.seq = 0
+                    mirror.ordered = None
+                    continue
+                for change in changes.changes:
+                    if change.deleted:
+                        mirror.entries.pop(change.path, None)
+                    else:
+                        mirror.entries[change.path] = Entry(change.path, change.data, str(change.version))
+                if changes.changes:
+                    mirror.ordered = None
+                mirror.seq = changes.seq
+                if not changes.more:
+                    break
+            mirror.done = generation
+
+    async def _changes_since(self, batch_id: str, seq: int) -> _WireChanges:
+        prefix = f"events/{batch_id}"
+        params = {"batch_id": batch_id, "since": str(seq), "limit": str(MAX_PAGE)}
+        resp = await self._send("GET", "/v1/events", path=prefix, params=params)
+        if resp.status_code == 403 or (resp.status_code == 404 and self._error_code(resp) == "route_not_found"):
+            # Refused (the read scope covers only part of the batch: the filtered
+            # listing says so) or an older Worker: the state listing answers instead.
+            raise _NoEventsView
+        if resp.status_code != 200:
+            self._raise(resp, prefix)
+        try:
+            changes = msgspec.json.decode(resp.content, type=_WireChanges)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raise _NoEventsView from None  # e.g. an unreadable record: the listing names it
+        for change in changes.changes:
+            if not change.path.startswith(prefix + "/") or not _WIRE_RECORD.fullmatch(change.path):
+                raise Unavailable(f"unexpected response from {self._where(prefix)}: "
+                                  f"event path {change.path!r} outside the batch")
+        return changes
+
     # ---- transport -------------------------------------------------------
 
     @staticmethod
@@ -331,6 +629,9 @@ class HttpStore:
         return f"{path} at {self.base_url}" if path else self.base_url
 
     def _body(self, path: str, data: Any) -> bytes:
+        return b'{"data":' + self._encoded(path, data) + b"}"
+
+    def _encoded(self, path: str, data: Any) -> bytes:
         try:
             encoded = _encoder.encode(data)
         except (TypeError, ValueError) as exc:
@@ -340,7 +641,7 @@ class HttpStore:
             raise InvalidRecord(
                 f"record too large for {path}: {len(encoded)} bytes of JSON (limit {cap} bytes)"
             )
-        return b'{"data":' + encoded + b"}"
+        return encoded
 
     async def _send(
         self,
@@ -352,9 +653,10 @@ class HttpStore:
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
         auth: bool = True,
+        safe: bool | None = None,
     ) -> httpx.Response:
         deadline = anyio.current_time() + self.timeout
-        safe = method == "GET"
+        safe = method == "GET" if safe is None else safe
         attempts = self.read_attempts if safe else 2
         hdrs = dict(headers or {})
         if content is not None:
@@ -479,38 +781,39 @@ class HttpStore:
         raise Conflict(f"record changed underneath us: {path} at {self.base_url}", "version_conflict")
 
     def _raise(self, resp: httpx.Response, path: str | None) -> NoReturn:
-        code = self._error_code(resp)
-        status = resp.status_code
+        raise self._error(resp.status_code, self._error_code(resp), path)
+
+    def _error(self, status: int, code: str, path: str | None) -> StoreError | InvalidPath:
+        """The StoreError for an HTTP error answer (status, error code) about `path`."""
         where = self._where(path)
         if status == 401 and not self._has_token:
-            raise TokenRejected(
+            return TokenRejected(
                 f"no machine token configured for {where}: set AGENT_COORD_API_TOKEN "
                 "(provision one with `agentcoordctl token provision MACHINE ...`)"
             )
         if status == 401:
-            raise TokenRejected(f"token rejected ({code}) by {where}: {ROTATION_HINT}")
+            return TokenRejected(f"token rejected ({code}) by {where}: {ROTATION_HINT}")
         if status == 403:
-            raise Forbidden(f"forbidden: this machine's token has no scope for {where}")
+            return Forbidden(f"forbidden: this machine's token has no scope for {where}")
         if status == 404:
             if code == "not_found":
-                raise NotFound(f"record not found: {where}")
-            raise Unavailable(f"{self.base_url} does not serve the state API ({code}) for {path or 'this request'}")
+                return NotFound(f"record not found: {where}")
+            return Unavailable(f"{self.base_url} does not serve the state API ({code}) for {path or 'this request'}")
+        if status == 409 and code == "already_exists":
+            return Conflict(f"record already exists: {where}", "already_exists")
         if status == 409:
-            kind = "already_exists" if code == "already_exists" else "version_conflict"
-            if kind == "already_exists":
-                raise Conflict(f"record already exists: {where}", kind)
-            raise Conflict(f"record changed underneath us: {where}", kind)
+            return Conflict(f"record changed underneath us: {where}", "version_conflict")
         if status == 413:
-            raise InvalidRecord(f"record too large for {where} ({code})")
+            return InvalidRecord(f"record too large for {where} ({code})")
         if status == 400 and code in ("invalid_path", "invalid_prefix", "invalid_cursor", "invalid_limit"):
-            raise InvalidPath(f"backend refused {code.removeprefix('invalid_')}: {where}")
+            return InvalidPath(f"backend refused {code.removeprefix('invalid_')}: {where}")
         if status >= 500 and code == "schema_not_migrated":
-            raise Unavailable(
+            return Unavailable(
                 f"backend failed: HTTP {status} (schema_not_migrated) from {where}: the Worker's "
                 "D1 database is not in its schema; run worker/bin/upgrade-from-agent-coord "
                 "(docs/worker-upgrade.md)"
             )
         if status >= 500:
             shown = f" ({code})" if code != "unknown" else ""
-            raise Unavailable(f"backend failed: HTTP {status}{shown} from {where}")
-        raise StoreError(f"backend rejected the request: HTTP {status} ({code}) from {where}")
+            return Unavailable(f"backend failed: HTTP {status}{shown} from {where}")
+        return StoreError(f"backend rejected the request: HTTP {status} ({code}) from {where}")
