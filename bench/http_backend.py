@@ -19,7 +19,15 @@ one --all-state token. Prints
   * keep-alive: LANES heartbeat lanes registered with `--keep-alive`
     (renew every RENEW_EVERY s, so the demand is LANES / RENEW_EVERY per
     second), then renewals/s actually landed on the Worker over WINDOW s (sum
-    of the heartbeats' version increments) and the daemon's own lag report.
+    of the heartbeats' version increments) and the daemon's own lag report;
+  * a stop check (`telemetry.stop_state`, what the daemon runs after a
+    heartbeat of a lane) of a batch with --stop-events events (6,000, the full
+    simulation's size): Worker requests and ms for the first check and for a
+    repeated one, from an in-process HttpStore (one per run, as a daemon keeps).
+
+Where the Worker advertises `batch` / `events` on /v1/health (ours since
+issue 23) the client uses them; `--skip-keepalive` / `--only-stop-check`
+shorten a run.
 """
 
 from __future__ import annotations
@@ -198,6 +206,77 @@ def worker_floor(url: str, token: str, seconds: float) -> tuple[list[float], flo
     return anyio.run(run)
 
 
+class CountingTransport(httpx.AsyncBaseTransport):
+    """Counts the requests an HttpStore sends (what a check costs the Worker)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.requests = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def seed_events(url: str, token: str, batch: str, count: int) -> float:
+    """`count` events of `batch` written straight to the Worker; seconds taken."""
+    import concurrent.futures
+
+    start = time.perf_counter()
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, headers=headers, timeout=120) as c:
+        caps = c.get("/v1/health").json().get("capabilities") or []
+
+        def event(n: int) -> tuple[str, dict[str, Any]]:
+            kind = "batch.stop_requested" if n == count // 2 else "lane.progress"
+            return (f"events/{batch}/e{n:05d}.json",
+                    {"batch_id": batch, "event_id": f"e{n:05d}", "type": kind, "lane": f"l{n % 1000}",
+                     "at": f"2026-12-02T10:{n // 600 % 60:02d}:{n // 10 % 60:02d}.{n % 10}00000Z",
+                     "agent_id": f"a{n % 200}", "message": "x" * 120})
+
+        if "batch" in caps:
+            for start_n in range(0, count, 64):
+                ops = [{"op": "put", "path": path, "data": data, "if_none_match": "*"}
+                       for path, data in map(event, range(start_n, min(count, start_n + 64)))]
+                c.post("/v1/batch", json={"ops": ops}).raise_for_status()
+        else:
+            def put(n: int) -> None:
+                path, data = event(n)
+                c.put("/v1/state/" + quote(path, safe=""), json={"data": data},
+                      headers={"If-None-Match": "*"}).raise_for_status()
+
+            with concurrent.futures.ThreadPoolExecutor(16) as pool:
+                list(pool.map(put, range(count)))
+    return time.perf_counter() - start
+
+
+def stop_check_cost(url: str, token: str, batch: str, repeats: int) -> list[tuple[str, int, float]]:
+    """(which, requests, ms) of a first stop check and of `repeats` repeated ones."""
+    import anyio
+
+    from agentcoordd.coord import telemetry
+    from agentcoordd.coord.context import Ctx
+    from agentcoordd.daemon.clock import SystemClock
+    from agentcoordd.store.http import HttpStore
+
+    async def run() -> list[tuple[str, int, float]]:
+        transport = CountingTransport()
+        async with HttpStore(url, token, timeout=60, transport=transport) as store:
+            ctx = Ctx(store=store, clock=SystemClock())
+            rows = []
+            for which in ["first"] + ["repeated"] * repeats:
+                before, start = transport.requests, time.perf_counter()
+                state = await telemetry.stop_state(ctx, batch)
+                rows.append((which, transport.requests - before, (time.perf_counter() - start) * 1000))
+                assert state.get("stop_requested"), state
+            return rows
+
+    return anyio.run(run)
+
+
 def versions(url: str, token: str, prefix: str) -> dict[str, int]:
     out: dict[str, int] = {}
     cursor = None
@@ -223,6 +302,9 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--stop-events", type=int, default=6000)
+    parser.add_argument("--skip-keepalive", action="store_true")
+    parser.add_argument("--only-stop-check", action="store_true")
     parser.add_argument("--api-url")
     parser.add_argument("--token", default=os.environ.get("AGENT_COORD_API_TOKEN", ""))
     args = parser.parse_args()
@@ -246,6 +328,22 @@ def main() -> int:
                 if time.monotonic() > deadline or daemon.poll() is not None:
                     raise SystemExit("daemon did not start: " + (base / "daemon.log").read_text())
                 time.sleep(0.02)
+            with httpx.Client(base_url=url) as c:
+                caps = c.get("/v1/health").json().get("capabilities") or []
+            print(f"Worker capabilities: {', '.join(caps) or 'none (single requests only)'}")
+            if args.stop_events:
+                batch = f"stopbench-{int(time.time())}"
+                took = seed_events(url, token, batch, args.stop_events)
+                print(f"seeded {args.stop_events:,} events of batch {batch} in {took:.1f}s")
+                rows = stop_check_cost(url, token, batch, 5)
+                for which, requests, ms in rows[:2]:
+                    print(f"stop check, {which} (batch of {args.stop_events:,} events): "
+                          f"{requests} Worker requests, {ms:,.0f} ms")
+                reps = [ms for which, _, ms in rows if which == "repeated"]
+                print(f"stop check, repeated x{len(reps)}: median {statistics.median(reps):,.1f} ms, "
+                      f"{statistics.median([r for w, r, _ in rows if w == 'repeated']):.0f} requests each")
+            if args.only_stop_check:
+                return 0
             repo = f"bench{int(time.time())}/widgets"
             heartbeat = [*CTL, "heartbeat", "--agent-id", "bench", "--repo", repo, "--target", "1"]
             status = [*CTL, "status", "--repo", repo, "--target", "1", "--json"]
@@ -268,6 +366,8 @@ def main() -> int:
             print(summary("Worker floor: HttpStore GET + replace (in-process)", floor))
             print(f"Worker floor: 16 concurrent GET + replace pairs: {floor_rate:,.0f} pairs/s")
 
+            if args.skip_keepalive:
+                return 0
             # keep-alive lanes
             ttl = max(int(args.renew_every * 3) + 1, 3)
             ka = p.KeepAlive(renew_every=args.renew_every)

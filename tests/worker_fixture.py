@@ -29,6 +29,7 @@ from agentcoordd.store.http import HttpStore
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER_DIR = REPO / "worker"
+WORKER_V1_DIR = REPO / "tests" / "fixtures" / "worker-v1"
 WRANGLER = WORKER_DIR / "bin" / "wrangler"
 STARTUP_TIMEOUT = 90.0
 
@@ -86,6 +87,7 @@ class WorkerServer:
     tokens: dict[str, str] = field(repr=False)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     log: Path | None = None
+    worker_dir: Path = WORKER_DIR
 
     @property
     def port(self) -> int:
@@ -106,7 +108,7 @@ class WorkerServer:
         """Start it again on the same port and database (after `stop`)."""
         self.stop()
         assert self.log is not None
-        proc, url = start_worker(self.persist_to, self.log, port=self.port)
+        proc, url = start_worker(self.persist_to, self.log, port=self.port, worker_dir=self.worker_dir)
         _swap(self.process, proc)
         self.process, self.url = proc, url
 
@@ -125,7 +127,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-def start_worker(persist_to: Path, log: Path, *, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+def start_worker(persist_to: Path, log: Path, *, port: int | None = None,
+                 worker_dir: Path = WORKER_DIR) -> tuple[subprocess.Popen[bytes], str]:
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [
@@ -135,7 +138,7 @@ def start_worker(persist_to: Path, log: Path, *, port: int | None = None) -> tup
     ]
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            cmd, cwd=WORKER_DIR, stdout=out, stderr=subprocess.STDOUT,
+            cmd, cwd=worker_dir, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
     _RUNNING.append(proc)
@@ -187,20 +190,22 @@ def provision_sql(machines: Mapping[str, Scopes]) -> tuple[dict[str, str], str]:
 
 
 @contextlib.contextmanager
-def launch_worker(base: Path, machines: Mapping[str, Scopes] = MACHINES) -> Iterator[WorkerServer]:
-    """A fresh local D1 (migrated, `machines` provisioned) served by `wrangler dev`."""
+def launch_worker(base: Path, machines: Mapping[str, Scopes] = MACHINES, *,
+                  worker_dir: Path = WORKER_DIR) -> Iterator[WorkerServer]:
+    """A fresh local D1 (migrated, `machines` provisioned) served by `wrangler dev`
+    from `worker_dir` (ours; tests/fixtures/worker-v1 is the Worker before issue 23)."""
     require_toolchain()
     persist_to = base / "state"
     log = base / "wrangler.log"
     subprocess.run(
         [str(WRANGLER), "d1", "migrations", "apply", tokens.DEFAULT_DATABASE, "--local",
          "--persist-to", str(persist_to)],
-        cwd=WORKER_DIR, check=True, capture_output=True, timeout=120,
+        cwd=worker_dir, check=True, capture_output=True, timeout=120,
     )
     issued, sql = provision_sql(machines)
     tokens.execute(sql, local=True, persist_to=persist_to)
-    proc, url = start_worker(persist_to, log)
-    server = WorkerServer(url, persist_to, issued, proc, log)
+    proc, url = start_worker(persist_to, log, worker_dir=worker_dir)
+    server = WorkerServer(url, persist_to, issued, proc, log, worker_dir)
     try:
         yield server
     finally:

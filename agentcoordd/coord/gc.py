@@ -45,7 +45,7 @@ from agentcoordd.model.records import (
 )
 from agentcoordd.model.status import LANE_TERMINALS, is_terminal
 from agentcoordd.model.timefmt import expiry, format_ts, parse_ts
-from agentcoordd.store.base import Conflict, Create, Delete, Get, NotFound, Op, run_singly
+from agentcoordd.store.base import Conflict, Create, Delete, Get, NotFound, Op, known, run_singly
 from agentcoordd.store.cache import Malformed, scan
 
 DEFAULT_HOT_DAYS = 7
@@ -517,13 +517,6 @@ def _chunks(actions: list[Action], size: int) -> list[list[Action]]:
     return chunks
 
 
-def _known(outcome: Any) -> Any:
-    """An op's outcome; its error is raised as the single call would have."""
-    if isinstance(outcome, Exception):
-        raise outcome
-    return outcome
-
-
 async def _apply(ctx: Ctx, chunk: list[Action], run: Callable[[list[Op]], Awaitable[list[Any]]], *,
                  together: bool) -> None:
     """Copy before delete; every delete is guarded by the version read here.
@@ -542,7 +535,7 @@ async def _apply(ctx: Ctx, chunk: list[Action], run: Callable[[list[Op]], Awaita
         versions: dict[str, str] = {}
         records: dict[str, Any] = {}
         for path, content in action.expected.items():
-            current = _known(read[path])
+            current = known(read[path])
             if current is None:
                 if action.action == "compact" and path not in action.retained:
                     continue  # a source a previous, interrupted run already deleted
@@ -565,13 +558,13 @@ async def _apply(ctx: Ctx, chunk: list[Action], run: Callable[[list[Op]], Awaita
     clashes = []
     for (action, envelope), outcome in zip(copies, created, strict=True):
         if not isinstance(outcome, Conflict):
-            _known(outcome)
+            known(outcome)
             continue
         clashes.append((action, envelope))
     existing = await run([Get(action.archive_path) for action, _ in clashes])
     refused = set()
     for (action, envelope), outcome in zip(clashes, existing, strict=True):
-        current = _known(outcome)
+        current = known(outcome)
         if current is None or not _same_archive(current.data, envelope):
             ctx.warn(f"gc: {action.archive_path} already holds a different record; source kept hot")
             refused.add(action.archive_path)
@@ -585,7 +578,7 @@ async def _apply(ctx: Ctx, chunk: list[Action], run: Callable[[list[Op]], Awaita
         if isinstance(outcome, Conflict):
             ctx.warn(f"gc: {op.path} changed after planning; kept (CAS)")
             continue
-        _known(outcome)
+        known(outcome)
 
 
 def _same_archive(stored: Any, planned: dict[str, Any]) -> bool:

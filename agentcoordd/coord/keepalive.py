@@ -21,7 +21,7 @@ from agentcoordd.model.errors import CoordError
 from agentcoordd.model.records import Claim, Heartbeat, load
 from agentcoordd.model.status import is_terminal
 from agentcoordd.model.timefmt import expiry, format_ts
-from agentcoordd.store.base import BatchOps, BlockingStore, Conflict, Get, NotFound, Replace, Versioned
+from agentcoordd.store.base import BatchOps, BlockingStore, Conflict, Get, NotFound, Replace, Versioned, known
 
 
 class Fence(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -143,8 +143,8 @@ async def renew_batched(batch: BatchOps, clock: Clock, lanes: list[Renewal]) -> 
             if path in writes:
                 raise RenewSingly(f"heartbeat {path} is renewed for another lane of this batch")
             if lane.fence is not None:
-                fence_verdict(_read(read[ids.claim_path(lane.fence.repo, lane.fence.target)]), lane.fence)
-            current = _read(read[path])
+                fence_verdict(known(read[ids.claim_path(lane.fence.repo, lane.fence.target)]), lane.fence)
+            current = known(read[path])
             put = renewal(current, path=path, agent_id=lane.agent_id, ttl=lane.ttl, now=now)
             assert current is not None  # renewal() ends the lane when it is missing
             writes[path] = (index, Replace(path, put.record, current.version))
@@ -157,10 +157,3 @@ async def renew_batched(batch: BatchOps, clock: Clock, lanes: list[Renewal]) -> 
         elif isinstance(result, Exception):
             outcomes[index] = result
     return outcomes
-
-
-def _read(outcome: object) -> Versioned | None:
-    if isinstance(outcome, Exception):
-        raise outcome
-    assert outcome is None or isinstance(outcome, Versioned)
-    return outcome

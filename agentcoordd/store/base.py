@@ -177,6 +177,13 @@ Op = Get | Create | Replace | Delete
 Outcome = Any
 
 
+def known(outcome: Outcome) -> Any:
+    """An op's result, or its error raised as the single call would have raised it."""
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
 class BatchOps(Protocol):
     async def run_batch(self, ops: list[Op]) -> list[Outcome]:
         """Each op as its single call would do it; one op's error is its outcome,

@@ -38,11 +38,13 @@ import msgspec
 from agentcoordd.store.base import (
     Capabilities,
     Forbidden,
+    Get,
     InvalidRecord,
     Page,
     Store,
     UnreadableEntries,
     Versioned,
+    known,
     list_all,
 )
 from agentcoordd.store.local import LocalStore
@@ -112,15 +114,19 @@ async def read_many(
     if isinstance(caps.files, LocalStore):
         return await anyio.to_thread.run_sync(_read_local, caps.files, paths, digest, None)
     out: Scan[Any] = Scan()
+    if caps.batch is not None:  # one round trip per 64 records (HTTP)
+        unique = list(dict.fromkeys(paths))
+        read = dict(zip(unique, await caps.batch.run_batch([Get(path) for path in unique]), strict=True))
     for path in paths:
         try:
-            current = await store.get(path)
+            current = known(read[path]) if caps.batch is not None else await store.get(path)
         except InvalidRecord as exc:
             out.unreadable.append((path, exc.message))
             continue
         if current is not None:
             _apply(out, path, current.data, digest)
     return out
+
 
 
 def _apply(out: Scan[Any], path: str, data: Any, digest: Digest) -> None:

@@ -562,7 +562,9 @@ class HttpStore:
         self._mirrors[batch_id] = mirror  # most recently used last
         while len(self._mirrors) > MIRRORED_BATCHES:
             del self._mirrors[next(iter(self._mirrors))]
-        await self._sync(batch_id, mirror)
+        if cursor is None or not mirror.done:
+            # The next pages of a listing read the snapshot its first page synced.
+            await self._sync(batch_id, mirror)
         if mirror.ordered is None:
             mirror.ordered = sorted(mirror.entries)
         ordered = mirror.ordered
