@@ -189,3 +189,44 @@ def test_fixture_worker_has_no_capabilities(v1_worker: WorkerServer, e2e_worker:
     assert httpx.get(v1_worker.url + "/v1/health").json() == {"status": "ok"}
     assert sorted(httpx.get(e2e_worker.url + "/v1/health").json()["capabilities"]) == ["batch", "events"]
     assert Path(WORKER_V1_DIR, "src", "index.ts").exists()
+
+
+def test_keep_alive_renewals_fence_and_keep_the_agents_writes_on_both_workers(
+        worker: WorkerServer, node_factory: Any, repo: str) -> None:
+    """Batched renewals (ours) and single ones (v1) behave alike: every lane renews,
+    a lane whose claim was taken over is fenced and renewed no more, and what the
+    agent writes between renewals stays."""
+    import time
+
+    from http_e2e.conftest import record
+    from keepalive.support import lane, wait_until
+
+    node = node_factory("ka", worker, "m-a")
+    agents = [f"k{uuid.uuid4().hex[:6]}{n}" for n in range(6)]
+    for n, agent in enumerate(agents):
+        result = node.ctl("claim", "--agent-id", agent, "--repo", repo, "--target", str(n),
+                          "--keep-alive", "--heartbeat-ttl", "3", "--renew-every", "0.5")
+        assert result.returncode == 0, result.stderr
+    first = {a: record(worker, f"heartbeats/{a}.json") for a in agents}
+    taken = record(worker, f"claims/{repo}/0.json")
+    assert taken is not None
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    resp = httpx.put(f"{worker.url}/v1/state/claims%2F{repo.replace('/', '%2F')}%2F0.json",
+                     headers={"Authorization": f"Bearer {worker.tokens['ops']}", "If-Match": str(taken["version"])},
+                     json={"data": {**taken["data"], "agent_id": "new", "claimed_at": now}}, timeout=10)
+    assert resp.status_code == 200, resp.text
+    wrote = node.ctl("heartbeat", "--agent-id", agents[1], "--phase", "validating")
+    assert wrote.returncode == 0, wrote.stderr
+    row = wait_until(lambda: (r := lane(node.daemon, agents[0])) and r["state"] == "fenced" and r, 10.0)
+    assert row["new_holder"] == "new"
+    frozen = record(worker, f"heartbeats/{agents[0]}.json")
+
+    def renewed_twice() -> bool:
+        return all(record(worker, f"heartbeats/{a}.json")["version"] >= first[a]["version"] + 2  # type: ignore[index]
+                   for a in agents[1:])
+
+    wait_until(renewed_twice, 15.0, 0.25)
+    assert record(worker, f"heartbeats/{agents[0]}.json") == frozen  # no renewal after the fence
+    kept = record(worker, f"heartbeats/{agents[1]}.json")
+    assert kept is not None and kept["data"]["phase"] == "validating"
+    assert kept["data"]["expires_at"] > first[agents[1]]["data"]["expires_at"]  # type: ignore[index]
