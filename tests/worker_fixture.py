@@ -86,10 +86,17 @@ class WorkerServer:
     tokens: dict[str, str] = field(repr=False)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     log: Path | None = None
+    prune_after_seconds: int | None = None  # set: served with --test-scheduled and this retention
 
     @property
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1])
+
+    def run_scheduled(self) -> None:
+        """Run the Worker's scheduled handler (the daily pruning) now; it has finished on return."""
+        assert self.prune_after_seconds is not None, "launch_worker(..., prune_after_seconds=N) first"
+        resp = httpx.get(self.url + "/__scheduled", params={"cron": "17 3 * * *"}, timeout=30)
+        resp.raise_for_status()
 
     def store(self, machine: str = "ref-all", **kwargs: float) -> HttpStore:
         kwargs.setdefault("timeout", 15.0)
@@ -106,7 +113,8 @@ class WorkerServer:
         """Start it again on the same port and database (after `stop`)."""
         self.stop()
         assert self.log is not None
-        proc, url = start_worker(self.persist_to, self.log, port=self.port)
+        proc, url = start_worker(self.persist_to, self.log, port=self.port,
+                                 prune_after_seconds=self.prune_after_seconds)
         _swap(self.process, proc)
         self.process, self.url = proc, url
 
@@ -125,7 +133,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-def start_worker(persist_to: Path, log: Path, *, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+def start_worker(persist_to: Path, log: Path, *, port: int | None = None,
+                 prune_after_seconds: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """`wrangler dev` on `persist_to`; with `prune_after_seconds`, also --test-scheduled
+    (GET /__scheduled runs the pruning) and that retention (PRUNE_AFTER_SECONDS)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [
@@ -133,6 +144,8 @@ def start_worker(persist_to: Path, log: Path, *, port: int | None = None) -> tup
         "--inspector-port", str(free_port()), "--persist-to", str(persist_to),
         "--show-interactive-dev-session=false", "--log-level", "warn",
     ]
+    if prune_after_seconds is not None:
+        cmd += ["--test-scheduled", "--var", f"PRUNE_AFTER_SECONDS:{prune_after_seconds}"]
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             cmd, cwd=WORKER_DIR, stdout=out, stderr=subprocess.STDOUT,
@@ -187,8 +200,10 @@ def provision_sql(machines: Mapping[str, Scopes]) -> tuple[dict[str, str], str]:
 
 
 @contextlib.contextmanager
-def launch_worker(base: Path, machines: Mapping[str, Scopes] = MACHINES) -> Iterator[WorkerServer]:
-    """A fresh local D1 (migrated, `machines` provisioned) served by `wrangler dev`."""
+def launch_worker(base: Path, machines: Mapping[str, Scopes] = MACHINES, *,
+                  prune_after_seconds: int | None = None) -> Iterator[WorkerServer]:
+    """A fresh local D1 (migrated, `machines` provisioned) served by `wrangler dev`
+    (with `prune_after_seconds`: see start_worker)."""
     require_toolchain()
     persist_to = base / "state"
     log = base / "wrangler.log"
@@ -199,8 +214,8 @@ def launch_worker(base: Path, machines: Mapping[str, Scopes] = MACHINES) -> Iter
     )
     issued, sql = provision_sql(machines)
     tokens.execute(sql, local=True, persist_to=persist_to)
-    proc, url = start_worker(persist_to, log)
-    server = WorkerServer(url, persist_to, issued, proc, log)
+    proc, url = start_worker(persist_to, log, prune_after_seconds=prune_after_seconds)
+    server = WorkerServer(url, persist_to, issued, proc, log, prune_after_seconds)
     try:
         yield server
     finally:
