@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -20,6 +21,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -104,6 +106,22 @@ class WorkerServer:
 
     def execute(self, sql: str) -> None:
         tokens.execute(sql, local=True, persist_to=self.persist_to)
+
+    def query(self, sql: str) -> list[list[dict[str, Any]]]:
+        """The rows of each statement of `sql`, read straight from the local D1."""
+        done = subprocess.run(
+            [str(WRANGLER), "d1", "execute", tokens.DEFAULT_DATABASE, "--local", "--persist-to",
+             str(self.persist_to), "--json", "--command", sql],
+            cwd=WORKER_DIR, capture_output=True, text=True, timeout=120, check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"wrangler d1 execute failed:\n{done.stdout}\n{done.stderr}")
+        return [answer["results"] for answer in json.loads(done.stdout)]
+
+    def client(self, machine: str = "ref-all") -> httpx.Client:
+        """A plain HTTP client carrying `machine`'s token (raw protocol tests)."""
+        return httpx.Client(base_url=self.url, timeout=30,
+                            headers={"Authorization": f"Bearer {self.tokens[machine]}"})
 
     def stop(self) -> None:
         if self.process is not None:
