@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -20,6 +21,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -88,10 +90,17 @@ class WorkerServer:
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     log: Path | None = None
     worker_dir: Path = WORKER_DIR
+    prune_after_seconds: int | None = None  # set: served with --test-scheduled and this retention
 
     @property
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1])
+
+    def run_scheduled(self) -> None:
+        """Run the Worker's scheduled handler (the daily pruning) now; it has finished on return."""
+        assert self.prune_after_seconds is not None, "launch_worker(..., prune_after_seconds=N) first"
+        resp = httpx.get(self.url + "/__scheduled", params={"cron": "17 3 * * *"}, timeout=30)
+        resp.raise_for_status()
 
     def store(self, machine: str = "ref-all", **kwargs: float) -> HttpStore:
         kwargs.setdefault("timeout", 15.0)
@@ -99,6 +108,22 @@ class WorkerServer:
 
     def execute(self, sql: str) -> None:
         tokens.execute(sql, local=True, persist_to=self.persist_to)
+
+    def query(self, sql: str) -> list[list[dict[str, Any]]]:
+        """The rows of each statement of `sql`, read straight from the local D1."""
+        done = subprocess.run(
+            [str(WRANGLER), "d1", "execute", tokens.DEFAULT_DATABASE, "--local", "--persist-to",
+             str(self.persist_to), "--json", "--command", sql],
+            cwd=WORKER_DIR, capture_output=True, text=True, timeout=120, check=False,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"wrangler d1 execute failed:\n{done.stdout}\n{done.stderr}")
+        return [answer["results"] for answer in json.loads(done.stdout)]
+
+    def client(self, machine: str = "ref-all") -> httpx.Client:
+        """A plain HTTP client carrying `machine`'s token (raw protocol tests)."""
+        return httpx.Client(base_url=self.url, timeout=30,
+                            headers={"Authorization": f"Bearer {self.tokens[machine]}"})
 
     def stop(self) -> None:
         if self.process is not None:
@@ -108,7 +133,8 @@ class WorkerServer:
         """Start it again on the same port and database (after `stop`)."""
         self.stop()
         assert self.log is not None
-        proc, url = start_worker(self.persist_to, self.log, port=self.port, worker_dir=self.worker_dir)
+        proc, url = start_worker(self.persist_to, self.log, port=self.port, worker_dir=self.worker_dir,
+                                 prune_after_seconds=self.prune_after_seconds)
         _swap(self.process, proc)
         self.process, self.url = proc, url
 
@@ -128,7 +154,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def start_worker(persist_to: Path, log: Path, *, port: int | None = None,
-                 worker_dir: Path = WORKER_DIR) -> tuple[subprocess.Popen[bytes], str]:
+                 worker_dir: Path = WORKER_DIR,
+                 prune_after_seconds: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """`wrangler dev` of `worker_dir` on `persist_to`; with `prune_after_seconds`, also
+    --test-scheduled (GET /__scheduled runs the pruning) and that retention (PRUNE_AFTER_SECONDS)."""
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [
@@ -136,6 +165,8 @@ def start_worker(persist_to: Path, log: Path, *, port: int | None = None,
         "--inspector-port", str(free_port()), "--persist-to", str(persist_to),
         "--show-interactive-dev-session=false", "--log-level", "warn",
     ]
+    if prune_after_seconds is not None:
+        cmd += ["--test-scheduled", "--var", f"PRUNE_AFTER_SECONDS:{prune_after_seconds}"]
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             cmd, cwd=worker_dir, stdout=out, stderr=subprocess.STDOUT,
@@ -191,9 +222,11 @@ def provision_sql(machines: Mapping[str, Scopes]) -> tuple[dict[str, str], str]:
 
 @contextlib.contextmanager
 def launch_worker(base: Path, machines: Mapping[str, Scopes] = MACHINES, *,
-                  worker_dir: Path = WORKER_DIR) -> Iterator[WorkerServer]:
-    """A fresh local D1 (migrated, `machines` provisioned) served by `wrangler dev`
-    from `worker_dir` (ours; tests/fixtures/worker-v1 is the Worker before issue 23)."""
+                  worker_dir: Path = WORKER_DIR,
+                  prune_after_seconds: int | None = None) -> Iterator[WorkerServer]:
+    """A fresh local D1 (migrated, `machines` provisioned) served by `wrangler dev` from
+    `worker_dir` (ours; tests/fixtures/worker-v1 is the Worker before issue 23), with
+    `prune_after_seconds` as start_worker takes it."""
     require_toolchain()
     persist_to = base / "state"
     log = base / "wrangler.log"
@@ -204,8 +237,8 @@ def launch_worker(base: Path, machines: Mapping[str, Scopes] = MACHINES, *,
     )
     issued, sql = provision_sql(machines)
     tokens.execute(sql, local=True, persist_to=persist_to)
-    proc, url = start_worker(persist_to, log, worker_dir=worker_dir)
-    server = WorkerServer(url, persist_to, issued, proc, log, worker_dir)
+    proc, url = start_worker(persist_to, log, worker_dir=worker_dir, prune_after_seconds=prune_after_seconds)
+    server = WorkerServer(url, persist_to, issued, proc, log, worker_dir, prune_after_seconds)
     try:
         yield server
     finally:

@@ -39,6 +39,9 @@ DB = tokens.DEFAULT_DATABASE
 CLAIM = "claims/acme/widgets/17.json"
 HEARTBEAT = "heartbeats/ruby-codex.json"  # written before agent-coord's 0002: updated_by NULL
 BATCH = "batches/b-legacy.json"
+EVENT = "events/b-legacy/20260610T000000.000000Z-0a1b2c3d.json"
+EVENT_DATA = {"schema_version": 1, "event_id": "20260610T000000.000000Z-0a1b2c3d", "batch_id": "b-legacy",
+              "type": "claimed", "at": "2026-06-10T00:00:00Z"}
 CLAIM_DATA = {"schema_version": 1, "repo": "acme/widgets", "target": "17", "agent_id": "ruby-codex",
               "status": "active", "note": "ünïcode ✓"}
 
@@ -101,7 +104,8 @@ def _legacy_database(base: Path) -> tuple[Path, dict[str, str]]:
         "INSERT INTO state (path, data, version, updated_at, updated_by) VALUES "
         f"('{CLAIM}', '{claim}', 7, '2026-06-10T00:00:00.000Z', 'ruby-all'), "
         f"('{HEARTBEAT}', '{{\"agent_id\":\"ruby-codex\",\"status\":\"working\"}}', 3, '2026-05-02T00:00:00.000Z', NULL), "
-        f"('{BATCH}', '{{\"batch_id\":\"b-legacy\"}}', 1, '2026-06-10T00:00:00.000Z', 'ruby-widgets');")
+        f"('{BATCH}', '{{\"batch_id\":\"b-legacy\"}}', 1, '2026-06-10T00:00:00.000Z', 'ruby-widgets'), "
+        f"('{EVENT}', '{json.dumps(EVENT_DATA, separators=(',', ':'))}', 2, '2026-06-10T00:00:00.000Z', 'ruby-all');")
     tokens.execute(" ".join(statements), local=True, persist_to=persist_to)
     return persist_to, issued
 
@@ -196,6 +200,25 @@ async def test_writes_continue_above_the_old_versions_and_deletes_never_reuse_th
             await store.replace(BATCH, {"stale": True}, "1")
 
 
+def test_existing_event_records_are_in_the_event_feed(upgraded: Upgraded) -> None:
+    """Migration 0003 ran on the converted database: its events table is backfilled and kept."""
+    headers = {"Authorization": f"Bearer {upgraded.server.tokens['ruby-all']}"}
+    feed = httpx.get(f"{upgraded.server.url}/v1/events", params={"batch_id": "b-legacy"}, headers=headers,
+                     timeout=15).json()
+    assert feed["events"] == [{"path": EVENT, "data": EVENT_DATA, "version": 2, "updated_by": "ruby-all",
+                               "at": "2026-06-10T00:00:00Z"}]
+    changes = httpx.get(f"{upgraded.server.url}/v1/events", params={"batch_id": "b-legacy", "since": 0},
+                        headers=headers, timeout=15).json()
+    assert [(c["path"], c["seq"]) for c in changes["changes"]] == [(EVENT, 1)]
+    later = "events/b-legacy/20260611T000000.000000Z-0a1b2c3e.json"
+    resp = httpx.put(f"{upgraded.server.url}/v1/state/{later.replace('/', '%2F')}", json={"data": {"at": "x"}},
+                     headers={**headers, "If-None-Match": "*"}, timeout=15)
+    assert resp.status_code == 201
+    changes = httpx.get(f"{upgraded.server.url}/v1/events", params={"batch_id": "b-legacy", "since": 1},
+                        headers=headers, timeout=15).json()
+    assert [(c["path"], c["seq"]) for c in changes["changes"]] == [(later, 2)]
+
+
 async def test_existing_tokens_keep_their_machines_and_scopes(upgraded: Upgraded) -> None:
     expected = {"ruby-all": ([""], [""]), "ruby-old": ([""], [""]),
                 "ruby-widgets": (["claims"], ["claims/acme/widgets"])}
@@ -235,8 +258,12 @@ def test_the_schema_is_the_one_a_new_database_gets(upgraded: Upgraded, tmp_path:
         "WHERE m.type = 'table' AND m.name IN ('machines', 'state_tombstones') ORDER BY m.name, p.cid; "
         "SELECT name FROM pragma_table_info('state') ORDER BY name; "
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' "
-        "ORDER BY name;"
+        "ORDER BY name; "
+        "SELECT type, name, tbl_name FROM sqlite_master WHERE type IN ('index', 'trigger') "
+        "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY type, name; "
+        "SELECT m.name AS tbl, p.name FROM sqlite_master m, pragma_table_info(m.name) p "
+        "WHERE m.type = 'table' AND m.name IN ('events', 'meta') ORDER BY m.name, p.cid;"
     )
     upgraded_schema, fresh_schema = _sql(upgraded.server.persist_to, schema), _sql(fresh, schema)
-    assert len(upgraded_schema) == 3 and upgraded_schema[0]
+    assert len(upgraded_schema) == 5 and upgraded_schema[0] and upgraded_schema[3] and upgraded_schema[4]
     assert upgraded_schema == fresh_schema

@@ -445,10 +445,14 @@ async def test_worker_rejects_bad_listing_parameters(worker_server, query, code)
 
 # ---- replay of the existing Worker's capture --------------------------------------
 
-# Status/key differences we introduce on purpose (docs/compat.md): none of the
-# 77 captured exchanges exercise them (the ABA and decoded-dot-segment fixes are
-# covered by the tests above), so the list stays empty unless one does.
-REPLAY_EXPECTED_DIFFERENCES: dict[int, tuple[int, set[str]]] = {}
+# Status/key differences we introduce on purpose (docs/compat.md): the ABA and
+# decoded-dot-segment fixes are covered by the tests above and exercised by none
+# of the 77 captured exchanges; health adds its `capabilities` (additive,
+# docs/backends.md "Worker batch and events endpoints").
+REPLAY_EXPECTED_DIFFERENCES: dict[int, tuple[int, object]] = {
+    1: (200, {"status": None, "capabilities": None}),
+    2: (200, {"status": None, "capabilities": None}),
+}
 
 _SEEDS_BEFORE = {
     # "Seeded with PUT If-None-Match:* : claims/acme/list-RUN/t1..t5.json ... and list-RUNx/t1.json"

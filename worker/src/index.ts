@@ -14,12 +14,22 @@
 // method (405) -> scope (403) -> request size (413) -> body (400) -> data
 // size (413) -> precondition (400) -> the compare-and-swap itself (409).
 //
+// Additions over the existing Worker (docs/backends.md, "Worker batch and
+// events endpoints"): /v1/health names its capabilities; POST /v1/batch runs
+// up to 64 single-record operations in one transaction, each answering what
+// its single form would; GET /v1/events reads a batch's events (from the
+// `events` table that triggers on `state` keep, migration 0003) by
+// (at, event_id) cursor or as changes since a sequence number; the scheduled
+// handler prunes old tombstones and event deletion markers.
+//
 // A database still in the existing Worker's schema (not yet upgraded with
 // bin/upgrade-from-agent-coord, docs/worker-upgrade.md) answers 500
 // schema_not_migrated; any other failure 500 internal_error.
 
 export interface Env {
   DB: D1Database;
+  /** Retention of tombstones and event deletion markers (default 7 days). */
+  PRUNE_AFTER_SECONDS?: string;
 }
 
 const MAX_PATH_BYTES = 512;
@@ -214,87 +224,183 @@ function wellFormed(value: unknown): boolean {
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
-async function getRecord(env: Env, path: string): Promise<Response> {
-  const row = await env.DB.prepare("SELECT path, data, version, updated_by FROM state WHERE path = ?")
-    .bind(path)
-    .first<StateRow>();
-  if (row === null) return error(404, "not_found");
-  return rawJson(200, entryJson(row));
+// ---- one operation on one record: validate -> statement(s) -> answer -------
+//
+// The single forms (GET/PUT/DELETE /v1/state/<path>) and POST /v1/batch share
+// these steps, so an operation answers the same status and body either way.
+
+/** What one operation answers: a status and its JSON body text. */
+interface Answer {
+  status: number;
+  body: string;
 }
 
-async function putRecord(request: Request, env: Env, me: Machine, path: string): Promise<Response> {
-  const archived = path.startsWith("archive/");
-  const cap = archived ? MAX_ARCHIVE_DATA_BYTES : MAX_ACTIVE_DATA_BYTES;
-  const declared = request.headers.get("Content-Length");
-  if (declared !== null && Number(declared) > cap + ENVELOPE_BYTES) {
-    return error(413, "payload_too_large");
+function answer(status: number, body: unknown): Answer {
+  return { status, body: JSON.stringify(body) };
+}
+
+function fail(status: number, code: string): Answer {
+  return answer(status, { error: code });
+}
+
+function respond(result: Answer): Response {
+  return rawJson(result.status, result.body);
+}
+
+/** A validated operation, ready for the database. */
+type Op =
+  | { kind: "get"; path: string }
+  | { kind: "create"; path: string; data: string }
+  | { kind: "replace"; path: string; data: string; expected: number }
+  | { kind: "delete"; path: string; expected: number };
+
+type Method = "get" | "put" | "delete";
+
+/** The scope check of an operation on a valid record path (null: allowed). */
+function denied(me: Machine, method: Method, path: string): Answer | null {
+  if (method === "get") return coveredBy(me.read, path) ? null : fail(403, "forbidden");
+  if (!coveredBy(me.write, path)) return fail(403, "forbidden");
+  // Deleting an active record needs write scope on its archive/ mirror too.
+  if (method === "delete" && !path.startsWith("archive/") && !coveredBy(me.write, "archive/" + path)) {
+    return fail(403, "forbidden");
   }
+  return null;
+}
+
+function dataCap(path: string): number {
+  return path.startsWith("archive/") ? MAX_ARCHIVE_DATA_BYTES : MAX_ACTIVE_DATA_BYTES;
+}
+
+/**
+ * A put of `data` (already found in its body) under its preconditions, given
+ * as header values (null: absent): data checks, then the precondition.
+ */
+function putOp(path: string, data: unknown, ifNoneMatch: string | null, ifMatch: string | null): Op | Answer {
+  if (!wellFormed(data)) return fail(400, "invalid_json");
+  const serialized = JSON.stringify(data);
+  if (byteLength(serialized) > dataCap(path)) return fail(413, "payload_too_large");
+  if (ifNoneMatch !== null) {
+    if (ifNoneMatch !== "*") return fail(400, "invalid_if_none_match");
+    return { kind: "create", path, data: serialized };
+  }
+  if (ifMatch === null) return fail(400, "precondition_required");
+  const expected = parseVersion(ifMatch);
+  if (expected === null || expected === "unsafe") return fail(400, "invalid_if_match");
+  return { kind: "replace", path, data: serialized, expected };
+}
+
+function deleteOp(path: string, ifMatch: string | null): Op | Answer {
+  const expected = ifMatch === null ? null : parseVersion(ifMatch);
+  if (expected === null) return fail(400, "precondition_required");
+  if (expected === "unsafe") return fail(400, "invalid_if_match");
+  return { kind: "delete", path, expected };
+}
+
+function statements(env: Env, me: Machine, op: Op, now: string): D1PreparedStatement[] {
+  switch (op.kind) {
+    case "get":
+      return [env.DB.prepare("SELECT path, data, version, updated_by FROM state WHERE path = ?").bind(op.path)];
+    case "create":
+      // Create-only. A re-created path continues above its tombstone, and
+      // every path above the floor left by pruned tombstones.
+      return [
+        env.DB.prepare(
+          `INSERT INTO state (path, data, version, updated_by, updated_at)
+           VALUES (?1, ?2, MAX(COALESCE((SELECT last_version FROM state_tombstones WHERE path = ?1), 0),
+                               COALESCE((SELECT version_floor FROM meta WHERE id = 1), 0)) + 1, ?3, ?4)
+           ON CONFLICT (path) DO NOTHING
+           RETURNING version`,
+        ).bind(op.path, op.data, me.machine, now),
+      ];
+    case "replace":
+      return [
+        env.DB.prepare(
+          `UPDATE state SET data = ?1, version = version + 1, updated_by = ?2, updated_at = ?3
+           WHERE path = ?4 AND version = ?5
+           RETURNING version`,
+        ).bind(op.data, me.machine, now, op.path, op.expected),
+      ];
+    case "delete":
+      // Remember the deleted version, then delete. Both match only when the
+      // version is current, so a stale delete changes nothing.
+      return [
+        env.DB.prepare(
+          `INSERT INTO state_tombstones (path, last_version, deleted_at)
+           SELECT path, version, ?3 FROM state WHERE path = ?1 AND version = ?2
+           ON CONFLICT (path) DO UPDATE SET last_version = excluded.last_version, deleted_at = excluded.deleted_at`,
+        ).bind(op.path, op.expected, now),
+        env.DB.prepare("DELETE FROM state WHERE path = ?1 AND version = ?2").bind(op.path, op.expected),
+      ];
+  }
+}
+
+/** The answer of an operation from the results of its statements. */
+function outcome(me: Machine, op: Op, results: D1Result[]): Answer {
+  switch (op.kind) {
+    case "get": {
+      const row = results[0].results[0] as StateRow | undefined;
+      return row === undefined ? fail(404, "not_found") : { status: 200, body: entryJson(row) };
+    }
+    case "create":
+    case "replace": {
+      const row = results[0].results[0] as { version: number } | undefined;
+      if (row === undefined) return fail(409, op.kind === "create" ? "already_exists" : "version_conflict");
+      return answer(op.kind === "create" ? 201 : 200, { path: op.path, version: row.version, updated_by: me.machine });
+    }
+    case "delete":
+      if (!results[1].meta.changes) return fail(409, "version_conflict");
+      return answer(200, { path: op.path, deleted: true, updated_by: me.machine });
+  }
+}
+
+/** Validated operations run in order as ONE D1 batch (one transaction). */
+async function execute(env: Env, me: Machine, ops: Op[]): Promise<Answer[]> {
+  const now = new Date().toISOString();
+  const batch: D1PreparedStatement[] = [];
+  const counts: number[] = [];
+  for (const op of ops) {
+    const prepared = statements(env, me, op, now);
+    counts.push(prepared.length);
+    batch.push(...prepared);
+  }
+  const results = batch.length === 0 ? [] : await env.DB.batch(batch);
+  const answers: Answer[] = [];
+  let at = 0;
+  ops.forEach((op, i) => {
+    answers.push(outcome(me, op, results.slice(at, at + counts[i])));
+    at += counts[i];
+  });
+  return answers;
+}
+
+async function runOne(env: Env, me: Machine, op: Op | Answer): Promise<Response> {
+  if ("status" in op) return respond(op);
+  const [result] = await execute(env, me, [op]);
+  return respond(result);
+}
+
+/** A PUT body's `data`, or the answer refusing the body (size first, then shape). */
+async function putBody(request: Request, path: string): Promise<{ data: unknown } | Answer> {
+  const cap = dataCap(path);
+  const declared = request.headers.get("Content-Length");
+  if (declared !== null && Number(declared) > cap + ENVELOPE_BYTES) return fail(413, "payload_too_large");
   const bytes = new Uint8Array(await request.arrayBuffer());
-  if (bytes.length > cap + ENVELOPE_BYTES) return error(413, "payload_too_large");
+  if (bytes.length > cap + ENVELOPE_BYTES) return fail(413, "payload_too_large");
   let body: unknown;
   try {
     body = JSON.parse(strictUtf8.decode(bytes));
   } catch {
-    return error(400, "invalid_json"); // not JSON, or not UTF-8
+    return fail(400, "invalid_json"); // not JSON, or not UTF-8
   }
   // Valid JSON that is not an object ([], null, "x", 1) has no `data` either.
-  if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    return error(400, "missing_data");
-  }
-  const data = (body as Record<string, unknown>).data;
-  if (data === undefined) return error(400, "missing_data");
-  if (!wellFormed(data)) return error(400, "invalid_json");
-  const serialized = JSON.stringify(data);
-  if (byteLength(serialized) > cap) return error(413, "payload_too_large");
-
-  const ifNoneMatch = precondition(request, "If-None-Match");
-  const ifMatch = precondition(request, "If-Match");
-  const now = new Date().toISOString();
-  if (ifNoneMatch !== null) {
-    if (ifNoneMatch !== "*") return error(400, "invalid_if_none_match");
-    // Create-only. A re-created path continues above its tombstone.
-    const row = await env.DB.prepare(
-      `INSERT INTO state (path, data, version, updated_by, updated_at)
-       VALUES (?1, ?2, COALESCE((SELECT last_version FROM state_tombstones WHERE path = ?1), 0) + 1, ?3, ?4)
-       ON CONFLICT (path) DO NOTHING
-       RETURNING version`,
-    )
-      .bind(path, serialized, me.machine, now)
-      .first<{ version: number }>();
-    if (row === null) return error(409, "already_exists");
-    return json(201, { path, version: row.version, updated_by: me.machine });
-  }
-  if (ifMatch === null) return error(400, "precondition_required");
-  const expected = parseVersion(ifMatch);
-  if (expected === null || expected === "unsafe") return error(400, "invalid_if_match");
-  const row = await env.DB.prepare(
-    `UPDATE state SET data = ?1, version = version + 1, updated_by = ?2, updated_at = ?3
-     WHERE path = ?4 AND version = ?5
-     RETURNING version`,
-  )
-    .bind(serialized, me.machine, now, path, expected)
-    .first<{ version: number }>();
-  if (row === null) return error(409, "version_conflict");
-  return json(200, { path, version: row.version, updated_by: me.machine });
+  if (!isObject(body)) return fail(400, "missing_data");
+  const data = body.data;
+  if (data === undefined) return fail(400, "missing_data");
+  return { data };
 }
 
-async function deleteRecord(request: Request, env: Env, me: Machine, path: string): Promise<Response> {
-  const header = precondition(request, "If-Match");
-  const expected = header === null ? null : parseVersion(header);
-  if (expected === null) return error(400, "precondition_required");
-  if (expected === "unsafe") return error(400, "invalid_if_match");
-  // One transaction: remember the deleted version, then delete. Both match
-  // only when the version is current, so a stale delete changes nothing.
-  const [, deleted] = await env.DB.batch([
-    env.DB.prepare(
-      `INSERT INTO state_tombstones (path, last_version)
-       SELECT path, version FROM state WHERE path = ?1 AND version = ?2
-       ON CONFLICT (path) DO UPDATE SET last_version = excluded.last_version`,
-    ).bind(path, expected),
-    env.DB.prepare("DELETE FROM state WHERE path = ?1 AND version = ?2").bind(path, expected),
-  ]);
-  if (!deleted.meta.changes) return error(409, "version_conflict");
-  return json(200, { path, deleted: true, updated_by: me.machine });
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 async function handleState(request: Request, env: Env, me: Machine, rawPath: string): Promise<Response> {
@@ -304,17 +410,201 @@ async function handleState(request: Request, env: Env, me: Machine, rawPath: str
   if (method !== "GET" && method !== "PUT" && method !== "DELETE") {
     return error(405, "method_not_allowed");
   }
-  if (method === "GET") {
-    if (!coveredBy(me.read, path)) return error(403, "forbidden");
-    return getRecord(env, path);
+  const lower = method.toLowerCase() as Method;
+  const refused = denied(me, lower, path);
+  if (refused !== null) return respond(refused);
+  if (lower === "get") return runOne(env, me, { kind: "get", path });
+  if (lower === "delete") return runOne(env, me, deleteOp(path, precondition(request, "If-Match")));
+  const body = await putBody(request, path);
+  if ("status" in body) return respond(body);
+  return runOne(
+    env,
+    me,
+    putOp(path, body.data, precondition(request, "If-None-Match"), precondition(request, "If-Match")),
+  );
+}
+
+// ---- POST /v1/batch ------------------------------------------------------------
+
+const MAX_BATCH_OPS = 64;
+const MAX_BATCH_BYTES = 8 * 1024 * 1024;
+
+/**
+ * A batch op's precondition as the header value the single form would have
+ * received (null: absent). A string is a header value (trimmed, empty =
+ * absent); an integer its decimal digits; anything else a value that is not
+ * a version.
+ */
+function headerValue(value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value === "string") return value.trim() === "" ? null : value.trim();
+  if (typeof value === "number" && Number.isInteger(value) && value >= 0) return BigInt(value).toString();
+  return JSON.stringify(value);
+}
+
+function batchOp(me: Machine, raw: unknown): Op | Answer {
+  if (!isObject(raw)) return fail(400, "invalid_operation");
+  const method = raw.op;
+  if (method !== "get" && method !== "put" && method !== "delete") return fail(400, "invalid_operation");
+  const path = raw.path;
+  if (typeof path !== "string" || !isRecordPath(path)) return fail(400, "invalid_path");
+  const refused = denied(me, method, path);
+  if (refused !== null) return refused;
+  if (method === "get") return { kind: "get", path };
+  if (method === "delete") return deleteOp(path, headerValue(raw.if_match));
+  if (raw.data === undefined) return fail(400, "missing_data");
+  return putOp(path, raw.data, headerValue(raw.if_none_match), headerValue(raw.if_match));
+}
+
+async function handleBatch(request: Request, env: Env, me: Machine): Promise<Response> {
+  if (request.method !== "POST") return error(405, "method_not_allowed");
+  const declared = request.headers.get("Content-Length");
+  if (declared !== null && Number(declared) > MAX_BATCH_BYTES) return error(413, "payload_too_large");
+  const bytes = new Uint8Array(await request.arrayBuffer());
+  if (bytes.length > MAX_BATCH_BYTES) return error(413, "payload_too_large");
+  let body: unknown;
+  try {
+    body = JSON.parse(strictUtf8.decode(bytes));
+  } catch {
+    return error(400, "invalid_json");
   }
-  if (!coveredBy(me.write, path)) return error(403, "forbidden");
-  if (method === "PUT") return putRecord(request, env, me, path);
-  // Deleting an active record needs write scope on its archive/ mirror too.
-  if (!path.startsWith("archive/") && !coveredBy(me.write, "archive/" + path)) {
-    return error(403, "forbidden");
+  if (!wellFormed(body)) return error(400, "invalid_json");
+  if (!isObject(body) || !Array.isArray(body.ops)) return error(400, "invalid_batch");
+  const raws: unknown[] = body.ops;
+  if (raws.length === 0 || raws.length > MAX_BATCH_OPS) return error(400, "invalid_batch");
+
+  const checked = raws.map((raw) => batchOp(me, raw));
+  const valid = checked.filter((op): op is Op => !("status" in op));
+  const ran = await execute(env, me, valid);
+  let next = 0;
+  const answers = checked.map((op) => ("status" in op ? op : ran[next++]));
+  const items = answers.map((a) => `{"status":${a.status},"body":${a.body}}`);
+  return rawJson(200, `{"results":[${items.join(",")}]}`);
+}
+
+// ---- GET /v1/events --------------------------------------------------------------
+
+interface EventRow extends StateRow {
+  at: string;
+  event_id: string;
+  seq: number;
+  deleted: number;
+}
+
+const EVENT_ID = new RegExp(`^${SEG}$`);
+
+function eventJson(row: EventRow, withSeq: boolean): string {
+  if (row.deleted) return `{"path":${JSON.stringify(row.path)},"deleted":true,"seq":${row.seq}}`;
+  const entry = entryJson(row);
+  const extra = `,"at":${JSON.stringify(row.at)}` + (withSeq ? `,"seq":${row.seq}` : "");
+  return entry.slice(0, -1) + extra + "}";
+}
+
+async function handleEvents(request: Request, env: Env, me: Machine, url: URL): Promise<Response> {
+  if (request.method !== "GET") return error(405, "method_not_allowed");
+  const batch = url.searchParams.get("batch_id");
+  if (batch === null || !isPrefix("events/" + batch)) return error(400, "invalid_batch_id");
+  // The whole batch must be readable: no filtered answers here.
+  if (!me.read.some((s) => covers(s, "events/" + batch))) return error(403, "forbidden");
+
+  const limitText = url.searchParams.get("limit");
+  let limit = MAX_LIMIT;
+  if (limitText !== null) {
+    if (!/^[0-9]{1,4}$/.test(limitText)) return error(400, "invalid_limit");
+    limit = Number.parseInt(limitText, 10);
+    if (limit < 1 || limit > MAX_LIMIT) return error(400, "invalid_limit");
   }
-  return deleteRecord(request, env, me, path);
+  const sinceText = url.searchParams.get("since");
+  const after = url.searchParams.get("after");
+  const meta = env.DB.prepare("SELECT events_seq, events_pruned_seq FROM meta WHERE id = 1");
+  const columns = "path, data, version, updated_by, at, event_id, seq, deleted";
+
+  if (sinceText !== null) {
+    if (after !== null) return error(400, "invalid_cursor"); // a cursor belongs to the other mode
+    const since = parseVersion(sinceText);
+    if (since === null || since === "unsafe") return error(400, "invalid_since");
+    const [counters, changes] = await env.DB.batch([
+      meta,
+      env.DB.prepare(`SELECT ${columns} FROM events WHERE batch_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3`).bind(
+        batch,
+        since,
+        limit + 1,
+      ),
+    ]);
+    const { events_seq: current, events_pruned_seq: pruned } = counters.results[0] as {
+      events_seq: number;
+      events_pruned_seq: number;
+    };
+    // Deletions after `since` are gone (or `since` is from no history of this
+    // database): the copy cannot be brought up to date, only reread.
+    if ((since > 0 && since < pruned) || since > current) return rawJson(200, `{"resync":true,"seq":${current}}`);
+    let rows = changes.results as EventRow[];
+    const more = rows.length > limit;
+    if (more) rows = rows.slice(0, limit);
+    const seq = more ? rows[rows.length - 1].seq : current;
+    const items = rows.map((row) => eventJson(row, true));
+    return rawJson(200, `{"changes":[${items.join(",")}],"seq":${seq},"more":${more}}`);
+  }
+
+  const where = ["batch_id = ?1", "deleted = 0"];
+  const binds: (string | number)[] = [batch, limit + 1];
+  if (after !== null) {
+    // `<at>|<event_id>`: an event id has no `|`, an `at` may.
+    const bar = after.lastIndexOf("|");
+    if (bar < 0 || !EVENT_ID.test(after.slice(bar + 1))) return error(400, "invalid_cursor");
+    where.push("(at > ?3 OR (at = ?3 AND event_id > ?4))");
+    binds.push(after.slice(0, bar), after.slice(bar + 1));
+  }
+  const [counters, page] = await env.DB.batch([
+    meta,
+    env.DB.prepare(
+      `SELECT ${columns} FROM events WHERE ${where.join(" AND ")} ORDER BY at, event_id LIMIT ?2`,
+    ).bind(...binds),
+  ]);
+  const current = (counters.results[0] as { events_seq: number }).events_seq;
+  let rows = page.results as EventRow[];
+  let text = "";
+  if (rows.length > limit) {
+    rows = rows.slice(0, limit);
+    const last = rows[rows.length - 1];
+    text = `,"next_cursor":${JSON.stringify(`${last.at}|${last.event_id}`)}`;
+  }
+  const items = rows.map((row) => eventJson(row, false));
+  return rawJson(200, `{"events":[${items.join(",")}]${text},"seq":${current}}`);
+}
+
+// ---- pruning (the scheduled handler) --------------------------------------------
+
+const DEFAULT_PRUNE_AFTER_SECONDS = 7 * 24 * 3600;
+
+function pruneAfterSeconds(env: Env): number {
+  const text = env.PRUNE_AFTER_SECONDS;
+  if (text !== undefined && /^[0-9]{1,12}$/.test(text.trim())) return Number.parseInt(text.trim(), 10);
+  return DEFAULT_PRUNE_AFTER_SECONDS;
+}
+
+/**
+ * Forget tombstones and event deletion markers older than the window, in one
+ * transaction, raising the floors first over exactly the rows deleted (one
+ * cutoff for both): version_floor covers every version a pruned tombstone
+ * remembered, events_pruned_seq every pruned marker.
+ */
+export async function prune(env: Env, now: number = Date.now()): Promise<void> {
+  const cutoff = new Date(now - pruneAfterSeconds(env) * 1000).toISOString();
+  await env.DB.batch([
+    env.DB.prepare(
+      `UPDATE meta SET version_floor = MAX(version_floor, COALESCE(
+         (SELECT MAX(last_version) FROM state_tombstones WHERE deleted_at IS NULL OR deleted_at < ?1), 0))
+       WHERE id = 1`,
+    ).bind(cutoff),
+    env.DB.prepare("DELETE FROM state_tombstones WHERE deleted_at IS NULL OR deleted_at < ?1").bind(cutoff),
+    env.DB.prepare(
+      `UPDATE meta SET events_pruned_seq = MAX(events_pruned_seq, COALESCE(
+         (SELECT MAX(seq) FROM events WHERE deleted = 1 AND changed_at < ?1), 0))
+       WHERE id = 1`,
+    ).bind(cutoff),
+    env.DB.prepare("DELETE FROM events WHERE deleted = 1 AND changed_at < ?1").bind(cutoff),
+  ]);
 }
 
 async function handleList(request: Request, env: Env, me: Machine, url: URL): Promise<Response> {
@@ -383,7 +673,7 @@ async function route(request: Request, env: Env): Promise<Response> {
   // The raw pathname keeps percent-encoding; the runtime has already
   // resolved unencoded dot segments, which is why clients encode every `/`.
   const pathname = url.pathname;
-  if (pathname === "/v1/health") return json(200, { status: "ok" });
+  if (pathname === "/v1/health") return json(200, { status: "ok", capabilities: ["batch", "events"] });
 
   const me = await authenticate(request, env);
   if (me instanceof Response) return me;
@@ -393,6 +683,8 @@ async function route(request: Request, env: Env): Promise<Response> {
     return json(200, { machine: me.machine, read_prefixes: me.read, write_prefixes: me.write });
   }
   if (pathname === "/v1/state") return handleList(request, env, me, url);
+  if (pathname === "/v1/batch") return handleBatch(request, env, me);
+  if (pathname === "/v1/events") return handleEvents(request, env, me, url);
   if (pathname.startsWith("/v1/state/")) {
     return handleState(request, env, me, pathname.slice("/v1/state/".length));
   }
@@ -409,5 +701,8 @@ export default {
       if (SCHEMA_MISSING.test(message)) return error(500, "schema_not_migrated");
       return error(500, "internal_error");
     }
+  },
+  async scheduled(_controller: ScheduledController, env: Env): Promise<void> {
+    await prune(env);
   },
 } satisfies ExportedHandler<Env>;
