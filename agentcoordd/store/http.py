@@ -351,8 +351,9 @@ class HttpStore:
             self._raise(resp, path)
 
     async def list(self, prefix: str, limit: int | None = None, cursor: str | None = None) -> Page:
-        """One page below `prefix`. `limit=None` asks for the largest page (1000);
-        callers follow `next_cursor` (see base.list_all)."""
+        """One page below `prefix`. `limit=None` asks for the largest page (1000; all
+        of a batch's events when they come from its mirror); callers follow
+        `next_cursor` (see base.list_all)."""
         prefix = _checked_prefix(prefix)
         if limit is not None and limit < 1:
             raise InvalidPath(f"invalid listing limit: {limit}")
@@ -562,14 +563,13 @@ class HttpStore:
         self._mirrors[batch_id] = mirror  # most recently used last
         while len(self._mirrors) > MIRRORED_BATCHES:
             del self._mirrors[next(iter(self._mirrors))]
-        if cursor is None or not mirror.done:
-            # The next pages of a listing read the snapshot its first page synced.
-            await self._sync(batch_id, mirror)
+        await self._sync(batch_id, mirror)
         if mirror.ordered is None:
             mirror.ordered = sorted(mirror.entries)
         ordered = mirror.ordered
         start = bisect.bisect_right(ordered, cursor) if cursor is not None else 0
-        size = min(limit or MAX_PAGE, MAX_PAGE)
+        # "The largest page" is all of it here: list_all makes one request, not one per 1000.
+        size = min(limit, MAX_PAGE) if limit else len(ordered)
         paths = ordered[start:start + size]
         more = start + size < len(ordered)
         return Page([mirror.entries[p] for p in paths], paths[-1] if more else None)

@@ -68,15 +68,16 @@ async def scenario(worker: WorkerServer) -> tuple[list[Any], Counting]:
     s, counting = store(worker)
     async with s:
         repo = f"cap{uuid.uuid4().hex[:8]}"
-        a, b, c, d = (f"claims/{repo}/r/{x}.json" for x in "abcd")
+        a, b, c, d, e = (f"claims/{repo}/r/{x}.json" for x in "abcde")
         await s.create(a, {"n": 1})
+        await s.create(e, {"n": 0})
         version_b = await s.create(b, {"n": 2})
         await s.replace(b, {"n": 3}, version_b)
         version_d = await s.create(d, {"n": 4})
         counting.routes.clear()
         outcomes = await s.run_batch([
             Get(a), Get(f"claims/{repo}/r/missing.json"),
-            Create(c, {"n": 5}), Create(a, {"n": 6}),
+            Create(c, {"n": 5}), Create(e, {"n": 6}),
             Replace(b, {"n": 7}, version_b),  # stale
             Replace(f"claims/{repo}/r/gone.json", {"n": 8}, "1"),  # missing
             Delete(d, version_d),
@@ -135,7 +136,7 @@ async def test_event_listings_agree_and_cost_one_request_when_warm(
     batch = f"cap{uuid.uuid4().hex[:8]}"
     listings = {}
     for name, worker in (("ours", e2e_worker), ("v1", v1_worker)):
-        writer, _ = store(worker, "m-a")
+        writer, _ = store(worker)  # ops: deleting needs archive/ scope too
         reader, counting = store(worker, "m-b")  # another machine's view
         async with writer, reader:
             paths = await seed_batch(writer, batch, 2100)
