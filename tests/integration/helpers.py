@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,50 @@ from agentcoordd import protocol as p
 
 PYTHON = sys.executable
 START_WAIT = 10.0
+# A bound on waiting for a long-running ctl (status --watch, wait) to show something or
+# to end after SIGINT: each wait returns as soon as that happens. Generous, so a loaded
+# machine (start-up and every frame several times slower) still passes; inside the
+# per-test timeout (pyproject: 120 s).
+OUTPUT_WAIT = 45.0
+
+
+def read_until(fd: int, predicate: Callable[[bytes], bool], timeout: float = OUTPUT_WAIT,
+               data: bytes = b"") -> bytes:
+    """Read `fd` (a pipe or a pty) until predicate(everything read) holds."""
+    deadline = time.monotonic() + timeout
+    while not predicate(data):
+        left = deadline - time.monotonic()
+        assert left > 0, f"timed out after {timeout:g}s; got {data[-2000:]!r}"
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # pty closed
+                break
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def interrupt(proc: subprocess.Popen, timeout: float = OUTPUT_WAIT) -> tuple[Any, Any]:
+    """Ctrl-C, then what is left of its output once it ended."""
+    proc.send_signal(signal.SIGINT)
+    return proc.communicate(timeout=timeout)
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """However the block ends (a failed wait too), the process is gone and its pipes are
+    closed: a process left running would load the machine for the rest of the run, and
+    its Popen and pipes, freed at some later garbage collection, raise ResourceWarnings
+    that pytest pins on whichever test is running then."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
 
 
 def wait_for_socket(path: Path, proc: subprocess.Popen | None = None,

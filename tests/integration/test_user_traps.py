@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import time
 
-from .helpers import PYTHON, Daemon
+from .helpers import PYTHON, Daemon, interrupt, read_until, reaped
 
 BATCH = {"batch_id": "b1", "repo": "acme/widgets", "lanes": [
     {"name": "api", "owner": "agent-a", "targets": ["1"]},
@@ -199,14 +198,11 @@ def test_piped_status_watch_puts_notices_on_stderr_only(daemon: Daemon) -> None:
     proc = subprocess.Popen([PYTHON, "-m", "agentcoordctl.cli", "status", "--watch",
                              "--interval", "0.2"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=str(daemon.base))
-    try:
-        time.sleep(2.0)
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=15)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with reaped(proc):
+        # three refreshes (each one sees the notice again), however long a loaded machine takes
+        frames = read_until(proc.stdout.fileno(), lambda d: d.count(b"--- agentcoord status") >= 3)
+        rest, stderr = interrupt(proc)
+    stdout = frames + rest
     assert "--- agentcoord status" in stdout.decode()
     assert "notice: local mode" not in stdout.decode()
     assert stderr.decode().count("notice: local mode") == 1

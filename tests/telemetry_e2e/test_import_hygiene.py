@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import time
 
 import pytest
 
-from integration.helpers import PYTHON, Daemon
+from integration.helpers import PYTHON, Daemon, interrupt, read_until, reaped
 from integration.test_import_hygiene import PROBE
 
 
@@ -37,9 +35,11 @@ def test_status_watch_never_imports_daemon_side_libraries(daemon: Daemon, batch:
     proc = subprocess.Popen([PYTHON, "-c", PROBE, "status", "--watch", "--interval", "0.2"],
                             env=daemon.env(), cwd=str(daemon.base), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
-    time.sleep(1.5)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
+    with reaped(proc):
+        # Ctrl-C once two frames are out (the second after a full refresh), never at a fixed
+        # time: a slow start-up would get it mid-import instead of in the watch loop
+        frames = read_until(proc.stdout.fileno(), lambda d: d.count(b"batches (1)") >= 2)
+        out, err = interrupt(proc)
     found = report(err)
     assert found == {"code": 0, "loaded": []}
-    assert b"batches (1)" in out
+    assert b"batches (1)" in frames + out
