@@ -66,7 +66,8 @@ def err(result: Any) -> str:
     return result.stderr.decode()
 
 
-def wait_for_leader(cluster: EtcdCluster, timeout: float = 15.0) -> int:
+def wait_for_leader(cluster: EtcdCluster, timeout: float = 30.0) -> int:
+    """The leader's index, as soon as there is one (a bound, generous for a loaded machine)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         leader = cluster.leader_index()
@@ -262,7 +263,8 @@ def test_without_quorum_claims_exit_2_and_succeed_once_a_member_is_back(
 
 LANE_TTL = 6  # seconds; elections here take well under a second
 LANES = 3
-KILLING_FOR = 3 * LANE_TTL  # seconds of repeated leader kills
+KILLING_FOR = 3 * LANE_TTL  # seconds of repeated leader kills (at least)
+ELECTIONS = 3  # leader kills (at least): a loaded machine restarts members slower
 
 
 def _keep_alive_missing(d: Any) -> str | None:
@@ -315,7 +317,7 @@ def test_keep_alive_lanes_never_lapse_across_leader_elections(cluster: EtcdClust
     start = time.monotonic()
     rng = random.Random()
     elections = 0
-    while time.monotonic() - start < KILLING_FOR:
+    while time.monotonic() - start < KILLING_FOR or elections < ELECTIONS:
         time.sleep(rng.uniform(0.5, 2.0))
         leader = wait_for_leader(cluster)
         cluster.kill(leader)
@@ -336,6 +338,6 @@ def test_keep_alive_lanes_never_lapse_across_leader_elections(cluster: EtcdClust
     assert lanes.returncode == 0, err(lanes)
     summary = json.loads(lanes.stdout)["summary"]
     assert summary["live"] == LANES, summary
-    assert elections >= 3
+    assert elections >= ELECTIONS
     print(f"\nkeep-alive: {elections} leader kills, renewals={summary['renewals']} "
           f"renewal_failures={summary['renewal_failures']} lag_max={summary['lag_max']}")
