@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+import signal
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background of a non-interactive shell (`scripts/test-all &`,
+# nohup, a CI runner's background step) inherits SIGINT ignored, and exec keeps an
+# ignored signal ignored: every ctl a test stops with Ctrl-C (status --watch) would then
+# never see it and run until killed. Python's own handler here: children start with
+# the default disposition again (and pytest itself stops on Ctrl-C).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Recorded data copied verbatim from ../shared (each directory's README.md says
 # from where); the suite never reads ../shared itself, a fresh clone has none.
