@@ -9,8 +9,18 @@ import re
 import sys
 from typing import Any
 
-import structlog
-import structlog.tracebacks
+# structlog imports rich when it is installed (typer brings it into the venv): ~100 ms of
+# every daemon start, for features we never use (rich reprs of locals: show_locals is
+# off; rich tracebacks on a console: the plain one serves). Hidden while structlog loads.
+_HIDE_RICH = "rich" not in sys.modules
+if _HIDE_RICH:
+    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError
+try:
+    import structlog
+    import structlog.tracebacks
+finally:
+    if _HIDE_RICH:
+        del sys.modules["rich"]
 
 _SECRET_KEY = re.compile(r"token|secret|password|passwd|authorization|credential", re.I)
 REDACTED = "[redacted]"
