@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -220,6 +223,32 @@ def provision_sql(machines: Mapping[str, Scopes]) -> tuple[dict[str, str], str]:
     return issued, " ".join(statements)
 
 
+_TEMPLATES: dict[str, Path] = {}  # Worker dir + migrations fingerprint -> a migrated, empty D1
+
+
+def _migrated_template(worker_dir: Path) -> Path:
+    """A local D1 with `worker_dir`'s migrations applied and nothing else, made once per
+    session and Worker (and again if a migration changes): each Worker starts on a copy
+    of it, which takes milliseconds where `wrangler d1 migrations apply` takes 2-3 s of
+    Node start-up."""
+    digest = hashlib.sha256(str(worker_dir.resolve()).encode() + b"\0")
+    for migration in sorted((worker_dir / "migrations").glob("*.sql")):
+        digest.update(migration.name.encode() + b"\0" + migration.read_bytes() + b"\0")
+    key = digest.hexdigest()
+    template = _TEMPLATES.get(key)
+    if template is None or not template.exists():
+        base = Path(tempfile.mkdtemp(prefix="acwt."))
+        atexit.register(shutil.rmtree, base, True)
+        template = base / "state"
+        subprocess.run(
+            [str(WRANGLER), "d1", "migrations", "apply", tokens.DEFAULT_DATABASE, "--local",
+             "--persist-to", str(template)],
+            cwd=worker_dir, check=True, capture_output=True, timeout=120,
+        )
+        _TEMPLATES[key] = template
+    return template
+
+
 @contextlib.contextmanager
 def launch_worker(base: Path, machines: Mapping[str, Scopes] = MACHINES, *,
                   worker_dir: Path = WORKER_DIR,
@@ -230,11 +259,7 @@ def launch_worker(base: Path, machines: Mapping[str, Scopes] = MACHINES, *,
     require_toolchain()
     persist_to = base / "state"
     log = base / "wrangler.log"
-    subprocess.run(
-        [str(WRANGLER), "d1", "migrations", "apply", tokens.DEFAULT_DATABASE, "--local",
-         "--persist-to", str(persist_to)],
-        cwd=worker_dir, check=True, capture_output=True, timeout=120,
-    )
+    shutil.copytree(_migrated_template(worker_dir), persist_to)
     issued, sql = provision_sql(machines)
     tokens.execute(sql, local=True, persist_to=persist_to)
     proc, url = start_worker(persist_to, log, worker_dir=worker_dir, prune_after_seconds=prune_after_seconds)

@@ -393,10 +393,15 @@ async def _raw_auth(server, authorization: str | None) -> tuple[int, object]:
     try:
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
         await writer.drain()
-        answer = await asyncio.wait_for(reader.read(), 20)
+        # The answer's own length, not EOF: wrangler dev keeps the connection open 5 s
+        # past the answer whatever `Connection: close` says.
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
+        fields = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:] if b":" in line)
+        length = {k.strip().lower(): v.strip() for k, v in fields.items()}.get(b"content-length")
+        payload = await asyncio.wait_for(
+            reader.readexactly(int(length)) if length is not None else reader.read(), 20)
     finally:
         writer.close()
-    head, _, payload = answer.partition(b"\r\n\r\n")
     return int(head.split(b" ", 2)[1]), json.loads(payload)
 
 
