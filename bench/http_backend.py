@@ -16,7 +16,8 @@ one --all-state token. Prints
   * the Worker's own floor for comparison: in-process HttpStore GET + CAS
     replace pairs (what one heartbeat or renewal costs), sequential and with
     16 concurrent tasks;
-  * keep-alive: LANES heartbeat lanes registered with `--keep-alive`
+  * keep-alive: LANES heartbeat lanes registered with `--keep-alive` (as many
+    as register within --register-within seconds)
     (renew every RENEW_EVERY s, so the demand is LANES / RENEW_EVERY per
     second), then renewals/s actually landed on the Worker over WINDOW s (sum
     of the heartbeats' version increments) and the daemon's own lag report;
@@ -124,25 +125,32 @@ class Conn:
         self.sock.close()
 
 
-def fan_out(clients: int, jobs: list[Any], sock_path: str, env: dict[str, str]) -> float:
-    """Run `jobs` (requests) over `clients` connections; returns requests/s."""
+def fan_out(clients: int, jobs: list[Any], sock_path: str, env: dict[str, str],
+            within: float | None = None) -> tuple[int, float]:
+    """Run `jobs` (requests) over `clients` connections, starting none after `within`
+    seconds; returns (requests done, requests/s)."""
     chunks = [jobs[i::clients] for i in range(clients)]
+    deadline = time.perf_counter() + within if within else None
+    done = [0] * clients
 
-    def run(chunk: list[Any]) -> None:
+    def run(n: int, chunk: list[Any]) -> None:
         conn = Conn(sock_path, env)
         try:
             for request in chunk:
+                if deadline is not None and time.perf_counter() > deadline:
+                    return
                 conn.call(request)
+                done[n] += 1
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=run, args=(chunk,)) for chunk in chunks]
+    threads = [threading.Thread(target=run, args=(n, chunk)) for n, chunk in enumerate(chunks)]
     start = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return len(jobs) / (time.perf_counter() - start)
+    return sum(done), sum(done) / (time.perf_counter() - start)
 
 
 def heartbeat_rate(sock_path: str, env: dict[str, str], clients: int, seconds: float) -> float:
@@ -303,6 +311,8 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--stop-events", type=int, default=6000)
+    parser.add_argument("--register-within", type=float, default=180.0,
+                        help="stop registering lanes after this long (a saturated daemon)")
     parser.add_argument("--skip-keepalive", action="store_true")
     parser.add_argument("--only-stop-check", action="store_true")
     parser.add_argument("--api-url")
@@ -373,10 +383,11 @@ def main() -> int:
             ka = p.KeepAlive(renew_every=args.renew_every)
             jobs = [p.Heartbeat(agent_id=f"lane-{n:05d}", repo=repo, target=f"l{n}", ttl=ttl,
                                 keep_alive=ka) for n in range(args.lanes)]
-            reg = fan_out(args.clients, jobs, str(sock), caller_env)
-            print(f"registered {args.lanes} keep-alive lanes ({reg:,.0f} registrations/s); "
+            registered, reg = fan_out(args.clients, jobs, str(sock), caller_env, args.register_within)
+            print(f"registered {registered} of {args.lanes} keep-alive lanes within "
+                  f"{args.register_within:g}s ({reg:,.1f} registrations/s); "
                   f"renew every {args.renew_every:g}s, ttl {ttl}s -> demand "
-                  f"{args.lanes / args.renew_every:,.0f} renewals/s")
+                  f"{registered / args.renew_every:,.0f} renewals/s")
             time.sleep(min(args.window, 3.0))  # let the schedule settle after registration
             before = versions(url, token, "heartbeats/lane-")
             t0 = time.perf_counter()
