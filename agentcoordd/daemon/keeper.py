@@ -297,21 +297,23 @@ class LaneKeeper:
             except Exception as exc:  # noqa: BLE001 - the loop classifies it
                 outcomes[index] = exc
 
+        def settle(indexes: list[int], dues: list[float], results: list[Exception | None]) -> None:
+            for index, due, error in zip(indexes, dues, results, strict=True):
+                if isinstance(error, RenewSingly):
+                    tg.start_soon(renew_remote, index)  # lost a race: re-read and decide again, alone
+                    continue
+                self._account(lanes[index], due, error)
+                outcomes[index] = error
+
         async def renew_group(batch: BatchOps, indexes: list[int]) -> None:
-            group = [lanes[i] for i in indexes]
-            dues = [lane.next_due for lane in group]
+            dues = [lanes[i].next_due for i in indexes]
             try:
                 results = await renew_batched(batch, self.clock, [
                     Renewal(spec.agent_id, spec.ttl, spec.fence)
-                    for spec in (self.specs[lane.key] for lane in group)])
+                    for spec in (self.specs[lanes[i].key] for i in indexes)])
             except Exception as exc:  # noqa: BLE001 - no lane's outcome is known
-                results = [exc] * len(group)
-            for index, lane, due, error in zip(indexes, group, dues, results, strict=True):
-                if isinstance(error, RenewSingly):
-                    tg.start_soon(renew_remote, index)  # re-read and decide again, alone
-                    continue
-                self._account(lane, due, error)
-                outcomes[index] = error
+                results = [exc] * len(indexes)
+            settle(indexes, dues, results)
 
         async with anyio.create_task_group() as tg:
             for index in remote:
@@ -319,17 +321,14 @@ class LaneKeeper:
             for batch, indexes in batched.values():
                 tg.start_soon(renew_group, batch, indexes)
             for store, indexes in blocking.values():
-                group = [lanes[i] for i in indexes]
-                dues = [lane.next_due for lane in group]
-                specs = [self.specs[lane.key] for lane in group]
+                dues = [lanes[i].next_due for i in indexes]
+                specs = [self.specs[lanes[i].key] for i in indexes]
                 try:
                     results: list[Exception | None] = await anyio.to_thread.run_sync(
                         self._renew_blocking, store, specs)
                 except Exception as exc:  # noqa: BLE001 - the group's directory sync failed
-                    results = [exc] * len(group)
-                for index, lane, due, error in zip(indexes, group, dues, results, strict=True):
-                    self._account(lane, due, error)
-                    outcomes[index] = error
+                    results = [exc] * len(indexes)
+                settle(indexes, dues, results)
         return outcomes
 
     def _renew_blocking(self, store: BlockingStore, specs: list[LaneSpec]) -> list[Exception | None]:

@@ -398,18 +398,19 @@ class HttpStore:
                 wire.append((index, self._wire_op(op)))
             except (StoreError, InvalidPath) as exc:  # refused here, before any I/O
                 outcomes[index] = exc
+        sent = 0
         if "batch" in await self.server_capabilities():
-            for start in range(0, len(wire), MAX_BATCH):
-                chunk = wire[start:start + MAX_BATCH]
+            while sent < len(wire):
+                chunk = wire[sent:sent + MAX_BATCH]
                 try:
                     results = await self._post_batch([body for _, body in chunk])
                 except _NoBatch:
                     break
                 for (index, _), result in zip(chunk, results, strict=True):
                     outcomes[index] = self._outcome(ops[index], result)
-                wire[start:start + MAX_BATCH] = [(-1, {})] * len(chunk)
+                sent += len(chunk)
             await self._settle_conflicts(ops, outcomes)
-        rest = [index for index, _ in wire if index >= 0]
+        rest = [index for index, _ in wire[sent:]]  # without the endpoint: one request each
         for index, outcome in zip(rest, await run_singly(self, [ops[i] for i in rest], FALLBACK_CONCURRENCY),
                                   strict=True):
             outcomes[index] = outcome
@@ -418,12 +419,14 @@ class HttpStore:
     async def server_capabilities(self) -> frozenset[str]:
         """What /v1/health advertises (batch, events), asked once per CAPABILITIES_TTL;
         none when the Worker does not say (the existing Worker) or cannot be asked."""
-        now = anyio.current_time()
-        if self._server_caps is not None and now - self._server_caps_at < CAPABILITIES_TTL:
-            return self._server_caps
+        def fresh() -> bool:
+            return self._server_caps is not None and anyio.current_time() - self._server_caps_at < CAPABILITIES_TTL
+
+        if fresh():
+            return self._server_caps  # type: ignore[return-value]
         async with self._caps_lock:
-            if self._server_caps is not None and anyio.current_time() - self._server_caps_at < CAPABILITIES_TTL:
-                return self._server_caps
+            if fresh():  # asked by the caller we waited for
+                return self._server_caps  # type: ignore[return-value]
             try:
                 resp = await self._send("GET", "/v1/health", path=None, auth=False)
                 health = msgspec.json.decode(resp.content, type=_WireHealth) if resp.status_code == 200 else None
