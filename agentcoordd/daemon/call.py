@@ -66,6 +66,7 @@ class Call:
         self.progress = progress
         self.notices: list[str] = []
         self.warnings: list[str] = []
+        self._writes: list[backends.Resolved] = []  # backends this call may have written
 
     def backend(self, *, write: bool, status_read: bool = False) -> backends.Resolved:
         """The caller's backend (DESIGN.md "Backend selection"); its token is learned
@@ -77,7 +78,15 @@ class Call:
         self.svc.credentials.learn(resolved)
         self.notices.extend(resolved.notices)
         self.warnings.extend(resolved.warnings)
+        if write:
+            self._writes.append(resolved)
         return resolved
+
+    def wrote(self) -> None:
+        """The call is done (its writes, if any, are finished): this daemon's pollers no
+        longer answer from reads made before them (read your writes)."""
+        for resolved in self._writes:
+            self.svc.shared_reads.forget(self.svc.pool.get(resolved))
 
     def shared_results(self, resolved: backends.Resolved) -> Any:
         """`share(key, compute)` of the backend's shared-reads view: concurrent pollers of

@@ -95,7 +95,10 @@ async def dispatch(request: Any, svc: Services, progress: Progress | None = None
     handler = HANDLERS[type(request)]
     try:
         with anyio.fail_after(_budget(request.timeout)):
-            return await handler(request, svc, call)
+            try:
+                return await handler(request, svc, call)
+            finally:
+                call.wrote()  # before the reply leaves: the caller's next poll sees its write
     except CoordError as exc:
         return p.Response(exit_code=exc.exit_code, error=exc.message, warnings=call.warnings,
                           notices=call.notices)

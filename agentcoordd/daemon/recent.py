@@ -5,7 +5,9 @@ same manifest and the same few dependency records. Within `MAX_AGE` seconds a
 record read by one poller answers the others, and a read already in flight is
 awaited instead of repeated. Only pollers get this view (dispatch's
 `shared_reads` routes): a decision that writes always reads the store itself.
-Errors are never shared: the next caller reads again.
+Errors are never shared: the next caller reads again. A command of this daemon
+that writes makes them forget everything read before it finished (Call.wrote):
+a caller's next poll sees its own writes; another machine's take up to MAX_AGE.
 """
 
 from __future__ import annotations
@@ -59,20 +61,28 @@ class SharedResults:
         self._fresh: dict[Any, tuple[float, Any]] = {}
         self._flight = SingleFlight()
         self.computed = 0  # for tests and benchmarks
+        # Bumped by forget(): answers begun before it are neither cached nor joined.
+        self.epoch = 0
 
     async def share(self, key: Any, compute: Callable[[], Awaitable[T]]) -> T:
         hit = self._fresh.get(key)
         if hit is not None and self.timer() - hit[0] < self.max_age:
             return hit[1]
-        return await self._flight.do(key, lambda: self._compute(key, compute))
+        return await self._flight.do((self.epoch, key), lambda: self._compute(key, compute))
 
     async def _compute(self, key: Any, compute: Callable[[], Awaitable[T]]) -> T:
         self.computed += 1
+        epoch = self.epoch
         value = await compute()
-        if len(self._fresh) >= MAX_ENTRIES:
-            self._fresh.clear()
-        self._fresh[key] = (self.timer(), value)
+        if epoch == self.epoch:
+            if len(self._fresh) >= MAX_ENTRIES:
+                self._fresh.clear()
+            self._fresh[key] = (self.timer(), value)
         return value
+
+    def forget(self) -> None:
+        self.epoch += 1
+        self._fresh.clear()
 
 
 class SharedReads:
@@ -94,15 +104,23 @@ class SharedReads:
         hit = self._fresh.get(path)
         if hit is not None and self.timer() - hit[0] < self.max_age:
             return hit[1]
-        return await self._flight.do(path, lambda: self._read(path))
+        return await self._flight.do((self.results.epoch, path), lambda: self._read(path))
 
     async def _read(self, path: str) -> Versioned | None:
         self.reads += 1
+        epoch = self.results.epoch
         value = await self.store.get(path)
-        if len(self._fresh) >= MAX_ENTRIES:
-            self._prune()
-        self._fresh[path] = (self.timer(), value)
+        if epoch == self.results.epoch:  # not begun before a write of this daemon
+            if len(self._fresh) >= MAX_ENTRIES:
+                self._prune()
+            self._fresh[path] = (self.timer(), value)
         return value
+
+    def forget(self) -> None:
+        """This daemon wrote to the store: reads made before are not shared any more."""
+        self.results.forget()  # bumps the epoch this view shares
+        self._fresh.clear()
+        self._listed.clear()
 
     def _prune(self) -> None:
         now = self.timer()
@@ -138,14 +156,16 @@ class SharedReads:
         hit = self._listed.get(key)
         if hit is not None and self.timer() - hit[0] < self.max_age:
             return hit[1]
-        return await self._flight.do(key, lambda: self._list(key))
+        return await self._flight.do((self.results.epoch, key), lambda: self._list(key))
 
     async def _list(self, key: tuple[str, str, int | None, str | None]) -> Page:
         self.reads += 1
+        epoch = self.results.epoch
         page = await self.store.list(key[1], key[2], key[3])
-        if len(self._listed) >= MAX_ENTRIES:
-            self._listed.clear()
-        self._listed[key] = (self.timer(), page)
+        if epoch == self.results.epoch:
+            if len(self._listed) >= MAX_ENTRIES:
+                self._listed.clear()
+            self._listed[key] = (self.timer(), page)
         return page
 
     async def aclose(self) -> None:
@@ -163,3 +183,9 @@ class RecentReads:
         if view is None or view.store is not store:
             view = self._views[id(store)] = SharedReads(store)
         return view
+
+    def forget(self, store: Any) -> None:
+        """After this daemon wrote to `store` (Call.wrote)."""
+        view = self._views.get(id(store))
+        if view is not None and view.store is store:
+            view.forget()

@@ -115,3 +115,39 @@ async def test_single_flight_shares_one_call_and_never_a_failure() -> None:
             tg.start_soon(try_it)
     assert sorted(map(str, results)) == ["backend down"] + ["ok"] * 4
     assert len(attempts) == 2  # the failure was not shared; one retry served the rest
+
+
+async def test_a_write_of_this_daemon_is_seen_by_the_next_poll(store: LocalStore) -> None:
+    """Read your writes: after forget (a command of this daemon wrote), no read, listing or
+    shared answer made before it is served, and one in flight across it is not kept."""
+    await store.create("batches/b.json", {"batch_id": "b", "n": 1})
+    timer = Timer()
+    views = RecentReads()
+    shared = views.reads_of(store)
+    shared.timer = shared.results.timer = timer
+    assert (await shared.get("batches/b.json")).data["n"] == 1
+    assert [e.data["n"] for e in (await shared.list("batches")).entries] == [1]
+    assert await shared.results.share("k", lambda: _value(1)) == 1
+    version = (await store.get("batches/b.json")).version
+    await store.replace("batches/b.json", {"batch_id": "b", "n": 2}, version)
+    views.forget(store)  # still within max_age: without it, all three would be the old ones
+    assert (await shared.get("batches/b.json")).data["n"] == 2
+    assert [e.data["n"] for e in (await shared.list("batches")).entries] == [2]
+    assert await shared.results.share("k", lambda: _value(2)) == 2
+
+    release = anyio.Event()
+
+    async def slow() -> int:
+        await release.wait()
+        return 3
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(shared.results.share, "slow", slow)
+        await anyio.sleep(0.01)
+        views.forget(store)  # a write finished while that answer was being computed
+        release.set()
+    assert await shared.results.share("slow", lambda: _value(4)) == 4  # not the one begun before
+
+
+async def _value(n: int) -> int:
+    return n
