@@ -7,14 +7,18 @@ function made of each record, plus the records that could not be read
 rest. A digest keeps only what its reader needs, so a scan over 100,000
 events holds 100,000 small values, never 100,000 parsed documents.
 
-`CachingStore(LocalStore(root))` is the daemon's long-lived wrapper: it keeps
-each digest keyed by path and the file's (inode, mtime_ns, ctime_ns, size),
-so the next scan stats every file (cheap) and re-reads only what changed.
-Writers replace records by rename (new inode) and the existing Ruby tool
-rewrites in place (new mtime/size), so either kind of change is seen; a
-record deleted since the last scan is dropped from the cache. It is a plain
-`Store` otherwise (every call delegates), so the daemon opens
-`CachingStore(LocalStore(root))` once per local root and keeps it.
+`CachingStore(LocalStore(root))` is the daemon's long-lived wrapper, opened
+once per local root: a warm scan costs what changed since the last one. A
+directory index (`store/dirindex.py`: inotify where it can, stat stamps
+elsewhere) says which directories were re-listed and which records were
+named by a change notice; each digest keeps, per directory, the values and
+rows it made, so an unchanged directory's rows are reused without a system
+call and a changed one re-reads only the records that changed. Without
+notices, every mutable record is checked by its (inode, mtime_ns, ctime_ns,
+size): writers replace records by rename (new inode) and the existing Ruby
+tool rewrites in place (new mtime/size); a record changed too recently for
+its timestamps to tell is re-read. `read_many` keeps the same identities per
+path. It is a plain `Store` otherwise (every call delegates).
 
 Digests must be pure functions of (path, data) and must not be mutated by
 callers: cached values are shared between scans.
@@ -24,10 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import gc
 import os
 import stat
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -47,12 +53,20 @@ from agentcoordd.store.base import (
     known,
     list_all,
 )
+from agentcoordd.store.dirindex import RACY_NS, DirIndex, DirState, Listing
 from agentcoordd.store.local import LocalStore
 
 T = TypeVar("T")
 
 # Per digest name; oldest entries are evicted first past this many.
 DEFAULT_MAX_ENTRIES = 250_000
+
+# Parsed records are acyclic (JSON trees) and long-lived: once this many more are
+# cached, they are moved out of the cyclic collector's sight (`gc.freeze`), so a
+# full collection — triggered by any request that allocates — no longer walks
+# them all (76 ms per collection with a 10k/100k root cached). Reference counting
+# still frees them when evicted.
+FREEZE_AFTER = 10_000
 
 _IDENT = struct.Struct("<QqqQ")
 _decoder = msgspec.json.Decoder()
@@ -99,7 +113,7 @@ async def scan(
     if caps.scans is not None:
         return await caps.scans.scan(prefix, digest, name, cap)
     if isinstance(caps.files, LocalStore):
-        return await anyio.to_thread.run_sync(_scan_local, caps.files, prefix, digest, None)
+        return await anyio.to_thread.run_sync(_scan_local, caps.files, prefix, digest)
     return await _scan_generic(store, prefix, digest)
 
 
@@ -155,6 +169,18 @@ def _ident(st: os.stat_result) -> bytes:
     return _IDENT.pack(st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
+# The identity of bytes read too soon after their last change: another write in
+# the same timestamp tick would leave (mtime, ctime, size) as they are, so a stat
+# never confirms it and the record is read again.
+_RACY = b"racy"
+
+
+def _read_ident(st: os.stat_result) -> bytes:
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS:
+        return _RACY
+    return _ident(st)
+
+
 def _load(full: str, path: str, digest: Digest) -> tuple[bytes, Any] | None:
     """(identity of the bytes read, digest or _Unreadable); None if gone."""
     try:
@@ -176,14 +202,15 @@ def _load(full: str, path: str, digest: Digest) -> tuple[bytes, Any] | None:
         return b"", _Unreadable(f"cannot read: {exc.strerror or exc}")
     finally:
         os.close(fd)
+    ident = _read_ident(st)
     try:
         data = _decoder.decode(b"".join(chunks))
     except msgspec.DecodeError:
-        return _ident(st), _Unreadable("invalid JSON")
+        return ident, _Unreadable("invalid JSON")
     try:
-        return _ident(st), digest(path, data)
+        return ident, digest(path, data)
     except Malformed as exc:
-        return _ident(st), _Unreadable(str(exc))
+        return ident, _Unreadable(str(exc))
 
 
 def _lookup(
@@ -222,7 +249,9 @@ def _lookup(
         readable = not isinstance(value, _Unreadable)
         # Immutable records are keyed by inode alone; an unreadable one (say, a
         # half-written file of a writer that writes in place) by full identity.
-        cache[path] = (_IDENT.unpack(ident)[0] if inode is not None and readable else ident, value)
+        read_inode = _IDENT.unpack(ident)[0] if inode is not None and readable and ident != _RACY else None
+        # The listing's int when it is the same inode (one object per record).
+        cache[path] = (ident if read_inode is None else inode if read_inode == inode else read_inode, value)
     return value
 
 
@@ -240,31 +269,12 @@ def _collect(out: Scan[Any], path: str, value: Any) -> None:
 _IMMUTABLE = ("events",)
 
 
-def _scan_local(
-    store: LocalStore, prefix: str, digest: Digest, cache: dict[str, tuple[Any, Any]] | None
-) -> Scan[Any]:
-    listed = store.walk_sync(prefix)
+def _scan_local(store: LocalStore, prefix: str, digest: Digest) -> Scan[Any]:
+    """A scan without a cache (a LocalStore used on its own)."""
     root = str(store.root)
-    immutable = prefix.split("/", 1)[0] in _IMMUTABLE
     out: Scan[Any] = Scan()
-    rows = out.rows
-    get = cache.get if cache is not None else None
-    for path, inode in listed:
-        if immutable and get is not None:
-            hit = get(path)
-            if hit is not None and hit[0] == inode:  # the fast path of a warm scan
-                rows.append((path, hit[1]))
-                continue
-        _collect(out, path, _lookup(root, path, digest, cache, inode if immutable else None))
-    del listed
-    if cache is not None:
-        below = prefix + "/"
-        cached_below = sum(1 for p in cache if p.startswith(below))
-        if cached_below > len(rows) + len(out.unreadable):  # something was deleted
-            seen = {p for p, _ in rows}
-            seen.update(p for p, _ in out.unreadable)
-            for stale in [p for p in cache if p.startswith(below) and p not in seen]:
-                del cache[stale]
+    for path, _inode in store.walk_sync(prefix):
+        _collect(out, path, _lookup(root, path, digest, None))
     return out
 
 
@@ -282,10 +292,61 @@ def _read_local(
     return out
 
 
+class _DirRows:
+    """One digest's view of one directory: its records' cached values (path ->
+    (identity, value), as `_lookup` keeps them) and the rows they made."""
+
+    __slots__ = ("entries", "gen", "listing", "rows", "state", "unreadable")
+
+    def __init__(self, state: DirState, listing: Listing, gen: int, entries: dict[str, tuple[Any, Any]],
+                 rows: list[tuple[str, Any]], unreadable: list[tuple[str, str]]) -> None:
+        self.state = state
+        self.listing = listing
+        self.gen = gen
+        self.entries = entries
+        self.rows = rows
+        self.unreadable = unreadable
+
+
+def _dir_rows(
+    root: str, d: str, state: DirState, listing: Listing, memo: _DirRows | None, digest: Digest, immutable: bool
+) -> _DirRows:
+    """The rows of directory `d` (its path with a trailing slash), reusing `memo`
+    for what the index says did not change."""
+    fresh = memo is None or memo.state is not state or memo.gen < state.reset_gen
+    if (memo is not None and not fresh and memo.listing is listing and memo.gen == state.gen
+            and (state.watched or immutable)):
+        return memo  # nothing changed: no system call
+    entries = {} if memo is None or fresh else memo.entries
+    # Watched: only records named by a notice since the memo are checked again.
+    changed = None
+    if memo is not None and not fresh and state.watched:
+        changed = {d + name for name, gen in state.name_gens.items() if gen > memo.gen}
+    kept: dict[str, tuple[Any, Any]] = {}
+    rows: list[tuple[str, Any]] = []
+    unreadable: list[tuple[str, str]] = []
+    for path, inode in listing.files:
+        hit = entries.get(path)
+        if hit is None or changed is None or path in changed:
+            value = _lookup(root, path, digest, entries, inode if immutable else None)
+            hit = entries.get(path)
+        else:
+            value = hit[1]
+        if hit is not None:
+            kept[path] = hit
+        if value is None:
+            continue
+        if isinstance(value, _Unreadable):
+            unreadable.append((path, value.reason))
+        else:
+            rows.append((path, value))
+    return _DirRows(state, listing, state.gen, kept, rows, unreadable)
+
+
 class CachingStore:
     """A LocalStore with a parsed-record cache for `scan` / `read_many`."""
 
-    def __init__(self, inner: LocalStore, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+    def __init__(self, inner: LocalStore, *, max_entries: int = DEFAULT_MAX_ENTRIES, notify: bool = True) -> None:
         self.inner = inner
         self.name = inner.name
         self.root = inner.root
@@ -293,7 +354,11 @@ class CachingStore:
         # The local root's own (blocking calls, path listing and files go to it
         # directly), plus cached scans.
         self.capabilities: Capabilities = dataclasses.replace(inner.capabilities, scans=self)
-        self._caches: dict[str, dict[str, tuple[Any, Any]]] = {}
+        self._notify = notify
+        self._index: DirIndex | None = None  # opened by the first scan
+        self._scans: dict[str, dict[str, _DirRows]] = {}  # digest name -> directory -> rows
+        self._caches: dict[str, dict[str, tuple[Any, Any]]] = {}  # read_many: digest name -> path -> entry
+        self._frozen = 0  # cached entries when the collector last froze
         self._lock = threading.Lock()
 
     # ---- Store protocol: plain delegation --------------------------------
@@ -315,6 +380,10 @@ class CachingStore:
 
     async def aclose(self) -> None:
         self.clear()
+        with self._lock:
+            if self._index is not None:
+                self._index.close()
+                self._index = None
         await self.inner.aclose()
 
     async def list_paths(self, prefix: str) -> list[str]:
@@ -333,13 +402,73 @@ class CachingStore:
     ) -> Scan[Any]:
         return await anyio.to_thread.run_sync(self._read_sync, paths, digest, name, cap)
 
+    @property
+    def change_detection(self) -> str:
+        """How a warm scan learns what changed: "inotify" or "stat"."""
+        with self._lock:
+            return self._opened_index().mechanism
+
+    def _opened_index(self) -> DirIndex:
+        if self._index is None:
+            self._index = DirIndex(str(self.root), notify=self._notify)
+        return self._index
+
     def _scan_sync(self, prefix: str, digest: Digest, name: str, cap: int | None) -> Scan[Any]:
         with self._lock:
-            cache = self._caches.setdefault(name, {})
+            memos = self._scans.setdefault(name, {})
             try:
-                return _scan_local(self.inner, prefix, digest, cache)
+                return self._scan_indexed(prefix, digest, memos)
             finally:
-                self._trim(cache, cap)
+                self._trim_scans(memos, cap)
+                self._freeze_when_grown()
+
+    def _scan_indexed(self, prefix: str, digest: Digest, memos: dict[str, _DirRows]) -> Scan[Any]:
+        prefix = self.inner.checked_prefix(prefix)
+        index = self._opened_index()
+        index.refresh()
+        root = str(self.root)
+        below = prefix + "/"
+        try:
+            start = os.lstat(f"{root}/{prefix}").st_ino
+        except FileNotFoundError:
+            start = None
+        except OSError as exc:
+            raise self.inner._os_error("cannot list", prefix, exc) from None
+        found: list[tuple[str, DirState, Listing]] = []
+        mixed = False  # a directory holding records and subdirectories
+        stack = [] if start is None else [(prefix, start)]
+        while stack:
+            rel, ino = stack.pop()
+            state = index.state(rel, ino)
+            try:
+                listing = index.listing(state)
+            except OSError as exc:
+                raise self.inner._os_error("cannot list", rel, exc) from None
+            if listing is None:
+                continue
+            if listing.symlink is not None:
+                raise Forbidden(f"symlink below state root refused: {rel}/{listing.symlink}")
+            stack.extend((f"{rel}/{sub}", sub_ino) for sub, sub_ino in listing.subdirs.items())
+            if listing.files:
+                mixed = mixed or bool(listing.subdirs)
+                found.append((rel + "/", state, listing))
+        immutable = prefix.split("/", 1)[0] in _IMMUTABLE
+        seen = set()
+        for d, state, listing in found:
+            memos[d] = _dir_rows(root, d, state, listing, memos.get(d), digest, immutable)
+            seen.add(d)
+        for gone in [d for d in memos if (d == below or d.startswith(below)) and d not in seen]:
+            del memos[gone]
+        found.sort(key=lambda item: item[0])
+        out: Scan[Any] = Scan()
+        for d, _state, _listing in found:
+            memo = memos[d]
+            out.rows.extend(memo.rows)
+            out.unreadable.extend(memo.unreadable)
+        if mixed:  # rare layout: records beside subdirectories; path order needs a full sort
+            out.rows.sort(key=lambda row: row[0])
+            out.unreadable.sort()
+        return out
 
     def _read_sync(self, paths: list[str], digest: Digest, name: str, cap: int | None) -> Scan[Any]:
         with self._lock:
@@ -349,20 +478,40 @@ class CachingStore:
             finally:
                 self._trim(cache, cap)
 
+    def _freeze_when_grown(self) -> None:
+        cached = sum(len(memo.entries) for memos in self._scans.values() for memo in memos.values())
+        if cached - self._frozen > FREEZE_AFTER:
+            gc.collect()  # garbage first: only what is alive is frozen
+            gc.freeze()
+        self._frozen = min(self._frozen, cached) if cached - self._frozen <= FREEZE_AFTER else cached
+
+    def _limit(self, cap: int | None) -> int:
+        return self.max_entries if cap is None else min(cap, self.max_entries)
+
     def _trim(self, cache: dict[str, tuple[Any, Any]], cap: int | None) -> None:
-        limit = self.max_entries if cap is None else min(cap, self.max_entries)
-        excess = len(cache) - limit
+        excess = len(cache) - self._limit(cap)
         if excess > 0:
             for key in list(iter_first(cache, excess)):
                 del cache[key]
 
+    def _trim_scans(self, memos: dict[str, _DirRows], cap: int | None) -> None:
+        """Past the limit, whole directories are forgotten (the oldest first)."""
+        excess = sum(len(memo.entries) for memo in memos.values()) - self._limit(cap)
+        while excess > 0 and memos:
+            oldest = next(iter(memos))
+            excess -= len(memos.pop(oldest).entries)
+
     def clear(self) -> None:
         with self._lock:
+            self._scans.clear()
             self._caches.clear()
 
     def cached_entries(self) -> dict[str, int]:
         """Entries per digest name (for `doctor` / tests)."""
-        return {name: len(cache) for name, cache in self._caches.items()}
+        counts = {name: sum(len(memo.entries) for memo in memos.values()) for name, memos in self._scans.items()}
+        for name, cache in self._caches.items():
+            counts[name] = counts.get(name, 0) + len(cache)
+        return counts
 
 
 def iter_first(cache: dict[str, Any], count: int) -> Iterable[str]:

@@ -506,6 +506,12 @@ class LocalStore:
 
     _fsync_dir = staticmethod(fsync_dir)
 
+    def checked_prefix(self, prefix: str) -> str:
+        """`prefix` validated, without a trailing slash; a symlink or a file on its way fails closed."""
+        prefix = _valid(ids.state_prefix, prefix)
+        self._check_no_symlinks(prefix, must_be_dir=True)
+        return prefix
+
     def walk_sync(self, prefix: str) -> list[tuple[str, int]]:
         """(path, inode) of every record below `prefix`, sorted by path.
 
@@ -513,8 +519,7 @@ class LocalStore:
         (in-flight temp files) are skipped. The inode comes with the directory
         entry (no stat): the parsed-record cache keys immutable families by it.
         """
-        prefix = _valid(ids.state_prefix, prefix)
-        self._check_no_symlinks(prefix, must_be_dir=True)
+        prefix = self.checked_prefix(prefix)
         root = self._root
         per_dir: list[tuple[str, list[tuple[str, int]]]] = []
         mixed = False  # a directory holding records and subdirectories

@@ -25,24 +25,3 @@ def reliability_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
         yield server
 
 
-OTHER_USER = "agentcoord-other"  # created by .ci/run; `nobody` where it does not exist
-
-
-@pytest.fixture(scope="session")
-def other_user() -> list[str]:
-    """The command prefix that runs a child as a second, unprivileged user."""
-    import os
-    import pwd
-    import shutil
-
-    if os.geteuid() != 0:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true but not root: the second-user permission cases need root")
-        pytest.skip("a second Unix user needs root (setpriv); .ci/run runs these as root")
-    setpriv = shutil.which("setpriv")
-    assert setpriv is not None, "setpriv (util-linux) is needed to act as a second user"
-    try:
-        user = pwd.getpwnam(OTHER_USER)
-    except KeyError:
-        user = pwd.getpwnam("nobody")
-    return [setpriv, "--reuid", str(user.pw_uid), "--regid", str(user.pw_gid), "--clear-groups"]
