@@ -18,6 +18,12 @@ MANIFEST_CAS_ATTEMPTS = 40
 MAX_FIELD_BYTES = 8192
 
 
+class WireData(dict):  # type: ignore[type-arg]
+    """A payload made of wire types only (JSON-decoded records, str, numbers, lists,
+    dicts): replied as it is. Other payloads go through `msgspec.to_builtins`, a
+    copy that costs a full status of a big root as much as building it."""
+
+
 def metadata_fields(meta: Metadata) -> dict[str, Any]:
     """The metadata options the caller actually passed (unset ones are absent), verbatim:
     agent-coord stores an empty or odd value as given (`--phase ''`, a kind without

@@ -205,8 +205,42 @@ def archive_projection(path: str, data: Any) -> dict[str, Any]:
 # ---- batches and lanes ---------------------------------------------------
 
 
-def batch_digest(path: str, data: Any) -> dict[str, Any]:
-    return _object(data)
+class BatchView:
+    """A batch manifest with what status shows of it worked out once per record
+    (the digest a cached scan keeps): per lane its owner, name, targets, deps and
+    metadata; what depends on heartbeats and the time is left to each call."""
+
+    __slots__ = ("bad_names", "batch_id", "extra", "lanes", "malformed", "state_keys")
+
+    def __init__(self, path: str, data: dict[str, Any]) -> None:
+        self.batch_id = batch_id_of(path, data)
+        raw = data.get("lanes")
+        lanes = raw if isinstance(raw, list) else []
+        # (lane, owner, name, targets, deps, metadata) of each object lane
+        self.lanes: list[tuple[dict[str, Any], str, str, list[str], list[str], dict[str, Any]]] = []
+        self.malformed: list[int] = []  # 1-based positions of non-object lane entries
+        self.state_keys: list[tuple[str, dict[str, Any], str]] = []  # ("batch:lane", lane, owner)
+        for position, lane in enumerate(lanes, start=1):
+            name = lane_name_of(lane)
+            owner = lane_owner_of(lane) or UNKNOWN
+            if name is not None and ":" not in name:
+                self.state_keys.append((f"{self.batch_id}:{name}", lane, owner))
+            if not isinstance(lane, dict):
+                self.malformed.append(position)
+                continue
+            self.lanes.append((lane, owner, name or UNKNOWN, lane_targets_of(lane), lane_dependencies(lane),
+                               _metadata(lane, LANE_METADATA)))
+        self.bad_names = malformed_lane_names(lanes)
+        self.extra = {k: v for k, v in data.items()
+                      if k not in ("schema_version", "batch_id", "lanes") and v is not None}
+
+    def lane_states(self, heartbeats: dict[str, Any]) -> dict[str, str]:
+        """`batch:lane` -> lane status, for dependency checks (malformed lanes skipped)."""
+        return {key: lane_status(lane, heartbeats.get(owner)) for key, lane, owner in self.state_keys}
+
+
+def batch_digest(path: str, data: Any) -> BatchView:
+    return BatchView(path, _object(data))
 
 
 def batch_id_of(path: str, data: dict[str, Any]) -> str:
@@ -242,55 +276,24 @@ def lane_liveness(heartbeat: Any, now: dt.datetime) -> str:
     return "no-heartbeat"
 
 
-def lane_state_map(batch_id: str, lanes: Any, heartbeats: dict[str, Any]) -> dict[str, str]:
-    """`batch:lane` -> lane status, for dependency checks (malformed lanes skipped)."""
-    states: dict[str, str] = {}
-    for lane in lanes if isinstance(lanes, list) else []:
-        name = lane_name_of(lane)
-        if name is None or ":" in name:
-            continue
-        states[f"{batch_id}:{name}"] = lane_status(lane, heartbeats.get(lane_owner_of(lane) or UNKNOWN))
-    return states
-
-
-def lane_projection(
-    lane: dict[str, Any], heartbeat: Any, lane_states: dict[str, str], now: dt.datetime
-) -> dict[str, Any]:
-    deps = lane_dependencies(lane)
-    return {
-        "name": lane_name_of(lane) or UNKNOWN,
-        "owner": lane_owner_of(lane) or UNKNOWN,
-        "targets": lane_targets_of(lane),
-        "status": lane_status(lane, heartbeat),
-        "liveness": lane_liveness(heartbeat, now),
-        "deps": deps,
-        "blocked_on": [dep for dep in deps if not satisfies_dependency(lane_states.get(dep))],
-        **_metadata(lane, LANE_METADATA),
-    }
-
-
 def batch_projection(
-    path: str,
-    data: dict[str, Any],
-    heartbeats: dict[str, Any],
-    lane_states: dict[str, str],
-    now: dt.datetime,
-) -> tuple[dict[str, Any], list[int]]:
-    """The projected batch and the 1-based positions of non-object lane entries."""
-    lanes = data.get("lanes")
+    path: str, view: BatchView, heartbeats: dict[str, Any], lane_states: dict[str, str], now: dt.datetime
+) -> dict[str, Any]:
+    """The projected batch: each lane's status, liveness and blocked deps as of `now`."""
     projected = []
-    malformed = []
-    for position, lane in enumerate(lanes if isinstance(lanes, list) else [], start=1):
-        if not isinstance(lane, dict):
-            malformed.append(position)
-            continue
-        owner = lane_owner_of(lane) or UNKNOWN
-        projected.append(lane_projection(lane, heartbeats.get(owner), lane_states, now))
-    out: dict[str, Any] = {"path": path, "batch_id": batch_id_of(path, data), "lanes": projected}
-    for key, value in data.items():
-        if key not in ("schema_version", "batch_id", "lanes") and value is not None:
-            out[key] = value
-    return out, malformed
+    for lane, owner, name, targets, deps, meta in view.lanes:
+        heartbeat = heartbeats.get(owner)
+        projected.append({
+            "name": name,
+            "owner": owner,
+            "targets": targets,
+            "status": lane_status(lane, heartbeat),
+            "liveness": lane_liveness(heartbeat, now),
+            "deps": deps,
+            "blocked_on": [dep for dep in deps if not satisfies_dependency(lane_states.get(dep))],
+            **meta,
+        })
+    return {"path": path, "batch_id": view.batch_id, "lanes": projected, **view.extra}
 
 
 def malformed_lane_names(lanes: Any) -> list[str]:

@@ -42,6 +42,7 @@ from typing import Any
 from agentcoordd.coord import projections as pj
 from agentcoordd.coord.open_requests import batch_open_requests
 from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, split_dependency
+from agentcoordd.coord.common import WireData
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.info import CONTRACT_VERSION
 from agentcoordd.model import ids
@@ -82,12 +83,12 @@ class _Report:
         self.absorb(section, result)
         return result
 
-    def payload(self, scope: dict[str, Any], **sections: Any) -> dict[str, Any]:
+    def payload(self, scope: dict[str, Any], **sections: Any) -> WireData:
         degraded: list[str] = []
         for text in self.notes.values():
             if text not in degraded:
                 degraded.append(text)
-        return {
+        return WireData({
             "version": CONTRACT_VERSION,
             "scope": scope,
             "degraded": degraded,
@@ -95,7 +96,7 @@ class _Report:
             **sections,
             "exit_code": EXIT_OPERATIONAL if self.unknown else EXIT_OK,
             **({"exit_error": "state unreadable: " + "; ".join(self.unknown)} if self.unknown else {}),
-        }
+        })
 
 
 async def status(
@@ -237,16 +238,15 @@ async def _full_status(ctx: Ctx, include_archived: bool, limit: int | None) -> d
         report.note("heartbeats", f"heartbeat agent_id differs from its path: {', '.join(mismatched)}")
 
     lane_states: dict[str, str] = {}
-    for path, data in batches.rows:
-        lane_states.update(pj.lane_state_map(pj.batch_id_of(path, data), data.get("lanes"), by_agent))
+    for _, view in batches.rows:
+        lane_states.update(view.lane_states(by_agent))
     projected_batches = []
     bad_lanes: list[str] = []
     bad_names: list[str] = []
-    for path, data in batches.rows:
-        projected, malformed = pj.batch_projection(path, data, by_agent, lane_states, now)
-        projected_batches.append(projected)
-        bad_lanes.extend(f"{path}#{position}" for position in malformed)
-        bad_names.extend(pj.malformed_lane_names(data.get("lanes")))
+    for path, view in batches.rows:
+        projected_batches.append(pj.batch_projection(path, view, by_agent, lane_states, now))
+        bad_lanes.extend(f"{path}#{position}" for position in view.malformed)
+        bad_names.extend(view.bad_names)
     _note_lanes(report, bad_names, bad_lanes)
 
     shown_events = await _recent_events(ctx, report, "events", limit)
@@ -394,9 +394,9 @@ async def _batch_status(ctx: Ctx, batch_id: str, limit: int | None) -> dict[str,
             report.note("heartbeats", f"lane-owner heartbeats mismatched: {', '.join(mismatched)}")
         if missing:
             report.note("heartbeats", f"lane-owner heartbeats not found: {', '.join(missing)}")
-        projected, malformed = pj.batch_projection(path, batch, owners, lane_states, now)
-        projected_batches.append(projected)
-        _note_lanes(report, pj.malformed_lane_names(lanes), [f"{path}#{p}" for p in malformed])
+        view = pj.BatchView(path, batch)
+        projected_batches.append(pj.batch_projection(path, view, owners, lane_states, now))
+        _note_lanes(report, view.bad_names, [f"{path}#{p}" for p in view.malformed])
         if malformed_refs:
             report.note("dependencies", f"malformed dependency refs: {', '.join(malformed_refs)}")
         if unresolved_refs:

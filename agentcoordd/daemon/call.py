@@ -16,6 +16,7 @@ import anyio
 import msgspec
 
 from agentcoordd import protocol as p
+from agentcoordd.coord.common import WireData
 from agentcoordd.coord.context import Ctx
 from agentcoordd.daemon import backends
 from agentcoordd.daemon.services import Services
@@ -111,7 +112,8 @@ class Call:
     async def outcome(self, ctx: Ctx, work: Awaitable[Any]) -> Any:
         """The use case's payload as wire data; its warnings join the reply's (also when it fails)."""
         try:
-            return msgspec.to_builtins(await work)
+            result = await work
+            return result if isinstance(result, WireData) else msgspec.to_builtins(result)
         finally:
             self.warnings.extend(ctx.warnings)
             ctx.warnings.clear()
