@@ -111,7 +111,11 @@ def eprint(line: str) -> None:
 
 def dump_json(payload: Any) -> str:
     # msgspec, not json.dumps: a full status is megabytes, and ctl pays per call.
-    return msgspec.json.format(msgspec.json.encode(payload), indent=2).decode("utf-8")
+    return format_json(msgspec.json.encode(payload))
+
+
+def format_json(encoded: bytes) -> str:
+    return msgspec.json.format(encoded, indent=2).decode("utf-8")
 
 
 def fail(message: str, code: int) -> Exit:
@@ -173,12 +177,15 @@ def show(response: p.Response, *, as_json: bool = False,
     Text (not JSON) shows stored values escaped: see `render.printable`."""
     for line in diagnostics(response):
         eprint(line)
-    if response.payload is not None:
+    out: str | None = None
+    if response.payload_json is not None:  # asked for with json_payload: printed as sent
+        out = format_json(response.payload_json)
+    elif response.payload is not None:
         out = (dump_json(response.payload) if as_json or text is None
                else text(printable(response.payload)))
-        if out:
-            sys.stdout.write(out + "\n")
-            sys.stdout.flush()
+    if out:
+        sys.stdout.write(out + "\n")
+        sys.stdout.flush()
     raise Exit(response.exit_code)
 
 
@@ -198,4 +205,5 @@ def json_output(response: p.Response) -> Any:
 
 
 def run(message: Any, *, as_json: bool = False, text: Callable[[Any], str | None] | None = None) -> None:
+    message.json_payload = as_json or text is None
     show(send(message), as_json=as_json, text=text)

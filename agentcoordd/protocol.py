@@ -106,6 +106,10 @@ class _Request(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="op")
     selection: Selection = msgspec.field(default_factory=Selection)
     # Seconds the caller will wait; the daemon bounds its work to fit.
     timeout: Float | None = None
+    # The caller prints the payload as JSON: the reply carries it encoded
+    # (`Response.payload_json`), so a multi-megabyte status is not decoded only to
+    # be encoded again.
+    json_payload: bool = False
 
 
 # ---- requests: one Struct per command ------------------------------------------
@@ -400,11 +404,23 @@ class Progress(msgspec.Struct, tag_field="op", tag="progress", kw_only=True, omi
 class Response(msgspec.Struct, tag_field="op", tag="response", kw_only=True):
     exit_code: int
     payload: Any = None
+    payload_json: bytes | None = None  # instead of payload, for a request with json_payload
     error: str | None = None  # one line for stderr when the command failed
     warnings: list[str] = []  # printed as `warning: …`
     notices: list[str] = []  # printed verbatim (e.g. the local-mode notice)
     daemon_version: str = DAEMON_VERSION
     protocol: int = PROTOCOL_VERSION
+
+
+def payload_as_json(response: Response) -> Response:
+    """The response with its payload JSON-encoded (`json_payload`), unless that would
+    not fit a frame: then as it is (a client reads either)."""
+    if response.payload is None:
+        return response
+    encoded = msgspec.json.encode(response.payload)
+    if len(encoded) > MAX_RESPONSE_FRAME // 2:
+        return response
+    return msgspec.structs.replace(response, payload=None, payload_json=encoded)
 
 
 def one_line(text: str) -> str:
@@ -492,6 +508,18 @@ class FrameError(Exception):
 
 def frame(body: bytes) -> bytes:
     return len(body).to_bytes(HEADER, "big") + body
+
+
+_frame_encoder = msgspec.msgpack.Encoder()
+
+
+def encode_frame(message: Any) -> bytearray:
+    """`frame(msgpack(message))` without copying the body once more (a full status reply
+    is megabytes): encoded after a header that is filled in afterwards."""
+    buf = bytearray(HEADER)
+    _frame_encoder.encode_into(message, buf, HEADER)
+    buf[:HEADER] = (len(buf) - HEADER).to_bytes(HEADER, "big")
+    return buf
 
 
 def frame_length(header: bytes, cap: int) -> int:

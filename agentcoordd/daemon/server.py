@@ -383,7 +383,7 @@ class Daemon:
         if isinstance(message, p.Response):
             message = p.one_line_texts(message)  # every reply's lines stay lines
         with anyio.fail_after(SEND_TIMEOUT):
-            await stream.send(p.frame(msgspec.msgpack.encode(message)))
+            await stream.send(p.encode_frame(message))
 
     async def _read_frame(self, reader: BufferedByteReceiveStream, cap: int, timeout: float,
                           *, first: bool) -> bytes | None:
@@ -470,6 +470,8 @@ class Daemon:
                 response = await self._dispatch_with_progress(stream, request, log)
             else:
                 response = await self._dispatch(request, log)
+            if getattr(request, "json_payload", False):
+                response = p.payload_as_json(response)
             if gone:
                 raise BadClient("client went away before its reply (request completed)")
             try:

@@ -199,3 +199,23 @@ def test_another_uid_is_refused_by_the_daemon_itself(daemon: Daemon) -> None:
     refusal = [e for e in daemon.log_events() if e.get("event") == "peer refused"]
     assert len(refusal) == 1 and refusal[0]["peer_uid"] == nobody.pw_uid
     still_serves(daemon)
+
+
+def test_a_json_payload_reply_carries_the_same_payload_encoded(daemon: Daemon) -> None:
+    """`json_payload` (what ctl --json asks for) changes the encoding, never the answer;
+    a client that does not ask gets the payload decoded as before."""
+    daemon.ctl("heartbeat", "--agent-id", "json-a", "--status", "working")
+    with RawClient(daemon.socket) as client:
+        client.hello()
+        client.send_frame(local_request(daemon, p.Status()))
+        plain = client.recv()
+        client.send_frame(local_request(daemon, p.Status(json_payload=True)))
+        encoded = client.recv()
+    assert plain.payload_json is None and plain.payload["heartbeats"][0]["agent_id"] == "json-a"
+    assert encoded.payload is None and encoded.exit_code == plain.exit_code == 0
+    assert msgspec.json.decode(encoded.payload_json) == plain.payload
+    shown = daemon.ctl("status", "--json")
+    assert shown.returncode == 0
+    assert msgspec.json.decode(shown.stdout) == plain.payload
+    assert shown.stdout.decode().startswith('{\n  "version"')  # still indented by two
+    assert p.payload_as_json(p.Response(exit_code=0, payload="x" * p.MAX_RESPONSE_FRAME)).payload_json is None
