@@ -48,6 +48,21 @@ def timed(cmd: list[str], env: dict[str, str], runs: int) -> list[float]:
     return out
 
 
+def start_daemon(base: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    """`agentcoordd --foreground` on `base/d.sock`, once its socket exists."""
+    sock = base / "d.sock"
+    daemon = subprocess.Popen([sys.executable, "-m", "agentcoordd.daemon.main", "--foreground",
+                               "--socket", str(sock), "--state-dir", str(base / "daemon"),
+                               "--log-level", "warning", *args], env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not sock.exists():
+        if time.monotonic() > deadline or daemon.poll() is not None:
+            daemon.kill()
+            raise SystemExit("daemon did not start")
+        time.sleep(0.01)
+    return daemon
+
+
 def summary(name: str, samples: list[float]) -> str:
     ordered = sorted(samples)
     p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
@@ -124,15 +139,8 @@ def main() -> int:
            "XDG_STATE_HOME": str(base / "state"), "XDG_CONFIG_HOME": str(base / "config"),
            "AGENT_COORD_SOCKET": str(sock), "AGENT_COORD_STATE_ROOT": str(root),
            "AGENT_COORD_NO_AUTOSTART": "1"}
-    daemon = subprocess.Popen([sys.executable, "-m", "agentcoordd.daemon.main", "--foreground",
-                               "--socket", str(sock), "--state-dir", str(base / "daemon"),
-                               "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL)
+    daemon = start_daemon(base, env)
     try:
-        deadline = time.monotonic() + 10
-        while not sock.exists():
-            if time.monotonic() > deadline:
-                raise SystemExit("daemon did not start")
-            time.sleep(0.01)
         if args.only_throughput:
             rate = throughput(str(sock), str(root), args.clients, args.seconds)
             print(f"{args.clients} raw-socket clients, heartbeats, root on {args.root_dir}: "

@@ -22,13 +22,15 @@ import shutil
 import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from agentcoordd import protocol as p
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ctl_latency import start_daemon  # noqa: E402
 
 CONFIGS = {"off": ["--no-metrics"], "on": [], "on+http": None}  # None: --metrics-port PORT
 WARMUP = 200
@@ -111,16 +113,8 @@ def run(config: str, requests: int, root_dir: str) -> dict[str, float]:
         args = ["--metrics-port", str(port)]
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(base),
            "XDG_STATE_HOME": str(base / "state")}
-    daemon = subprocess.Popen([sys.executable, "-m", "agentcoordd.daemon.main", "--foreground",
-                               "--socket", str(sock), "--state-dir", str(base / "daemon"),
-                               "--log-level", "warning", *args],
-                              env=env, stdout=subprocess.DEVNULL)
+    daemon = start_daemon(base, env, *args)
     try:
-        deadline = time.monotonic() + 10
-        while not sock.exists():
-            if time.monotonic() > deadline:
-                raise SystemExit("daemon did not start")
-            time.sleep(0.01)
         if port is not None:
             scrape(port)  # the server is up (and the exposition code loaded) before measuring
         time.sleep(1.0)

@@ -30,7 +30,6 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from ctl_latency import CTL, timed  # noqa: E402
+from ctl_latency import CTL, start_daemon, timed  # noqa: E402
 import status_scale  # noqa: E402
 
 WALK = ("import os, sys\n"
@@ -73,15 +72,8 @@ def main() -> int:
     env = {**os.environ, "HOME": str(base), "XDG_STATE_HOME": str(base / "state"),
            "XDG_CONFIG_HOME": str(base / "config"), "AGENT_COORD_SOCKET": str(sock),
            "AGENT_COORD_STATE_ROOT": str(root), "AGENT_COORD_NO_AUTOSTART": "1"}
-    daemon = subprocess.Popen([sys.executable, "-m", "agentcoordd.daemon.main", "--foreground",
-                               "--socket", str(sock), "--state-dir", str(base / "daemon"),
-                               "--log-level", "warning"], env=env, stdout=subprocess.DEVNULL)
+    daemon = start_daemon(base, env)
     try:
-        deadline = time.monotonic() + 10
-        while not sock.exists():
-            if time.monotonic() > deadline:
-                raise SystemExit("daemon did not start")
-            time.sleep(0.01)
         walk = timed([sys.executable, "-c", WALK, str(root)], env, args.runs)  # also warms the page cache
         status = [*CTL, "status", "--json"]
         gc = [*CTL, "gc", "--dry-run", "--json"]
