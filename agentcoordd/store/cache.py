@@ -292,20 +292,17 @@ def _read_local(
     return out
 
 
+@dataclass(slots=True, eq=False)
 class _DirRows:
     """One digest's view of one directory: its records' cached values (path ->
     (identity, value), as `_lookup` keeps them) and the rows they made."""
 
-    __slots__ = ("entries", "gen", "listing", "rows", "state", "unreadable")
-
-    def __init__(self, state: DirState, listing: Listing, gen: int, entries: dict[str, tuple[Any, Any]],
-                 rows: list[tuple[str, Any]], unreadable: list[tuple[str, str]]) -> None:
-        self.state = state
-        self.listing = listing
-        self.gen = gen
-        self.entries = entries
-        self.rows = rows
-        self.unreadable = unreadable
+    state: DirState
+    listing: Listing
+    gen: int
+    entries: dict[str, tuple[Any, Any]]
+    rows: list[tuple[str, Any]]
+    unreadable: list[tuple[str, str]]
 
 
 def _dir_rows(
