@@ -30,7 +30,7 @@ from agentcoordctl.spec import Command, Group, Opt
 from agentcoordd import protocol as p
 
 # Set per call by the server (who asks, on which backend, how long it waits), never by the agent.
-TRANSPORT_FIELDS = ("caller", "selection", "timeout")
+TRANSPORT_FIELDS = ("caller", "selection", "timeout", "json_payload")
 # What an agent reads in `exit_class` for each exit code (docs/mcp.md).
 EXIT_CLASSES = {p.EXIT_USAGE: "usage", p.EXIT_OPERATIONAL: "unknown",
                 p.EXIT_CLAIM_REFUSED: "refused"}

@@ -187,7 +187,7 @@ def well_formed(reply: p.Response) -> bool:
         return False
     if reply.error is not None and "\n" in reply.error:
         return False
-    return reply.exit_code == 0 or bool(reply.error) or reply.payload is not None
+    return reply.exit_code == 0 or bool(reply.error) or reply.payload is not None or reply.payload_json is not None
 
 
 def served(path: str) -> bool:
