@@ -66,6 +66,23 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+@pytest.fixture
+def record_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths the parsed-record cache reads from disk, in order (it is filled as
+    the test's scans run)."""
+    from agentcoordd.store import cache as cache_module
+
+    loads: list[str] = []
+    real_load = cache_module._load
+
+    def counting_load(full: str, path: str, digest: object) -> object:
+        loads.append(path)
+        return real_load(full, path, digest)
+
+    monkeypatch.setattr(cache_module, "_load", counting_load)
+    return loads
+
+
 OTHER_USER = "agentcoord-other"  # created by .ci/run; `nobody` where it does not exist
 
 

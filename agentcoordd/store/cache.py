@@ -249,9 +249,11 @@ def _lookup(
         readable = not isinstance(value, _Unreadable)
         # Immutable records are keyed by inode alone; an unreadable one (say, a
         # half-written file of a writer that writes in place) by full identity.
-        read_inode = _IDENT.unpack(ident)[0] if inode is not None and readable and ident != _RACY else None
-        # The listing's int when it is the same inode (one object per record).
-        cache[path] = (ident if read_inode is None else inode if read_inode == inode else read_inode, value)
+        key: Any = ident
+        if inode is not None and readable and ident != _RACY:
+            read_inode = _IDENT.unpack(ident)[0]
+            key = inode if read_inode == inode else read_inode  # the listing's int: one object per record
+        cache[path] = (key, value)
     return value
 
 
@@ -480,7 +482,9 @@ class CachingStore:
         if cached - self._frozen > FREEZE_AFTER:
             gc.collect()  # garbage first: only what is alive is frozen
             gc.freeze()
-        self._frozen = min(self._frozen, cached) if cached - self._frozen <= FREEZE_AFTER else cached
+            self._frozen = cached
+        elif cached < self._frozen:  # evicted or deleted: count growth from here
+            self._frozen = cached
 
     def _limit(self, cap: int | None) -> int:
         return self.max_entries if cap is None else min(cap, self.max_entries)

@@ -143,12 +143,6 @@ class DirIndex:
         state.gen += 1
         return listing
 
-    def forget_below(self, rel: str) -> None:
-        """Drop what is known of `rel` and every directory below it."""
-        below = rel + "/"
-        for state in [s for key, s in self._dirs.items() if key == rel or key.startswith(below)]:
-            self._forget(state)
-
     def close(self) -> None:
         if self._notify is not None:
             self._notify.close()

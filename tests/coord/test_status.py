@@ -598,19 +598,10 @@ async def test_forbidden_section_is_noted_and_unknown_while_others_show(crowded:
 # ---- the daemon's parsed-record cache ---------------------------------------------
 
 
-async def test_cache_rereads_only_changed_records(root: Path, clock, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentcoordd.store import cache as cache_module
-
+async def test_cache_rereads_only_changed_records(root: Path, clock, record_loads: list[str]) -> None:
     for n in range(4):
         put(root, f"claims/acme/widgets/{n}.json", claim(clock, "acme/widgets", str(n), f"agent-{n}"))
-    loads: list[str] = []
-    real_load = cache_module._load
-
-    def counting_load(full: str, path: str, digest: Any) -> Any:
-        loads.append(path)
-        return real_load(full, path, digest)
-
-    monkeypatch.setattr(cache_module, "_load", counting_load)
+    loads = record_loads
     ctx = Ctx(CachingStore(LocalStore(root)), clock)
 
     await status(ctx)

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from agentcoordd.store import cache as cache_module
 from agentcoordd.store.base import Forbidden
 from agentcoordd.store.cache import CachingStore, Malformed, scan
 from agentcoordd.store.dirindex import unwatched_fs
@@ -148,18 +147,11 @@ async def test_a_symlink_is_refused_on_every_scan_until_removed(store: CachingSt
     assert await values(store) == {"claims/r/a.json": 1}
 
 
-async def test_only_changed_records_are_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_only_changed_records_are_read_again(tmp_path: Path, record_loads: list[str]) -> None:
     root = tmp_path / "root"
     for n in range(50):
         put(root, f"heartbeats/agent-{n:02d}.json", {"v": n})
-    loads: list[str] = []
-    real_load = cache_module._load
-
-    def counting_load(full: str, path: str, digest: Any) -> Any:
-        loads.append(path)
-        return real_load(full, path, digest)
-
-    monkeypatch.setattr(cache_module, "_load", counting_load)
+    loads = record_loads
     store = CachingStore(LocalStore(root))  # inotify: freshly written records are trusted by notice
     assert len(await values(store, "heartbeats")) == 50
     assert len(loads) == 50
