@@ -195,8 +195,12 @@ def test_release_and_terminal_status_end_renewal_with_an_event(daemon: Daemon) -
     assert ctl(daemon, "heartbeat", "--agent-id", "term", "--status", "done").returncode == 0
     states = {r["agent_id"]: (r["state"], r["end_reason"]) for r in lanes(daemon)}
     assert states == {"rel": ("ended", "released"), "term": ("ended", "terminal")}
-    ended = wait_until(lambda: sorted((e["agent_id"], e["reason"]) for e in events(daemon, "b-end")
-                                      if e["type"] == "lane.keepalive_ended") or None, 3.0)
+    def ended_events() -> list[tuple[str, str]] | None:  # both are written after the replies
+        found = sorted((e["agent_id"], e["reason"]) for e in events(daemon, "b-end")
+                       if e["type"] == "lane.keepalive_ended")
+        return found if len(found) >= 2 else None
+
+    ended = wait_until(ended_events, 3.0)
     assert ended == [("rel", "released"), ("term", "terminal")]
     stop = ctl(daemon, "lanes", "stop", "--agent-id", "rel")
     assert stop.returncode == 0 and lane(daemon, "rel") is None
