@@ -45,6 +45,7 @@ RESTART_AFTER = 4  # rounds a killed member stays down
 DISRUPTION_WINDOW = 6.0  # seconds after a kill/restart in which exit 2 is expected
 CALL_TIMEOUTS = ("1.0", "2.5", "30")  # AGENT_COORD_TIMEOUT per call: short ones time out mid-election
 CTL_EVERY = 4
+QUIET_TAIL = RESTART_AFTER + 4  # last rounds without a kill: recovery after the last one is observable
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +144,7 @@ def test_two_daemons_race_claims_while_the_leader_is_killed(cluster: EtcdCluster
             events.append((time.monotonic(), "restart", down[0]))
             down = None
         killer = None
-        if down is None and n >= next_kill:
+        if down is None and n >= next_kill and n < ROUNDS - QUIET_TAIL:
             leader = wait_for_leader(cluster)
             delay = rng.uniform(0.0, 0.15)  # while both claims are in flight, or about to be
 
@@ -221,7 +222,7 @@ def test_two_daemons_race_claims_while_the_leader_is_killed(cluster: EtcdCluster
         after = [c.ended for r in rounds for c in r.calls if c.code == 0 and c.started > when]
         assert after, (context, "no successful claim after a leader kill")
         recoveries.append(min(after) - when)
-    assert kills and len(kills) >= ROUNDS // KILL_EVERY[1]
+    assert kills and len(kills) >= (ROUNDS - QUIET_TAIL - 1) // KILL_EVERY[1]
     assert max(recoveries) < 8.0, (context, recoveries)
     assert len(acknowledged) >= ROUNDS * 0.8, (context, len(acknowledged))
     print(f"\n{context} granted={len(acknowledged)}/{ROUNDS} exit2={len(failures)} "
