@@ -5,13 +5,16 @@ what to do, and writes: create-only when nothing was there, else a replace
 guarded by the version it read. A lost race (Conflict, NotFound) re-reads and
 decides again after a jittered backoff; persistent contention is exit 2.
 `decide` returns `Keep(result)` (nothing to write) or `Put(record, result)`;
-it may raise (a refusal, a usage error) to end the loop. The blocking twin
-drives the same kind of decision inline in a worker thread (the daemon's
-batched keep-alive renewals on a local root).
+it may raise (a refusal, a usage error) to end the loop. A plain-function
+`decide` (one that awaits nothing) on a local root runs each attempt whole in
+one of the store's write rounds. The blocking twin drives the same kind of
+decision inline in a worker thread (the daemon's batched keep-alive renewals
+on a local root).
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
@@ -39,25 +42,57 @@ class Put(NamedTuple):
 Decision = Keep | Put
 
 
+_LOST = object()  # an attempt lost a race: re-read and decide again
+
+
 async def cas_update(store: Store, path: str,
-                     decide: Callable[[Versioned | None], Awaitable[Decision]], *,
+                     decide: Callable[[Versioned | None], Decision | Awaitable[Decision]], *,
                      attempts: int = CAS_ATTEMPTS, backoff: Backoff = CAS) -> Any:
+    """`decide` may be a plain function: on a store with blocking calls (local files)
+    each attempt then runs whole in one of the store's rounds — the read, the
+    decision and the write, with no hop back to the event loop between them."""
+    blocking = store.capabilities.blocking
+    if inspect.iscoroutinefunction(decide):
+        blocking = None
     for attempt in range(attempts):
         if attempt:
             await anyio.sleep(backoff.delay(attempt))
-        current = await store.get(path)
-        decision = await decide(current)
-        if isinstance(decision, Keep):
-            return decision.result
-        try:
-            if current is None:
-                await store.create(path, decision.record)
-            else:
-                await store.replace(path, decision.record, current.version)
-        except (Conflict, NotFound):
-            continue  # lost a race: re-read and decide again
-        return decision.result
+        if blocking is not None:
+            outcome = await blocking.in_round(_attempt_blocking, blocking, path, decide)
+        else:
+            outcome = await _attempt(store, path, decide)
+        if outcome is not _LOST:
+            return outcome
     raise contention(path)
+
+
+async def _attempt(store: Store, path: str, decide: Callable[[Versioned | None], Any]) -> Any:
+    current = await store.get(path)
+    decision = decide(current)
+    if inspect.isawaitable(decision):
+        decision = await decision
+    if isinstance(decision, Keep):
+        return decision.result
+    try:
+        if current is None:
+            await store.create(path, decision.record)
+        else:
+            await store.replace(path, decision.record, current.version)
+    except (Conflict, NotFound):
+        return _LOST
+    return decision.result
+
+
+def _attempt_blocking(store: BlockingStore, path: str, decide: Callable[[Versioned | None], Decision]) -> Any:
+    current = store.get_sync(path)
+    decision = decide(current)
+    if isinstance(decision, Keep):
+        return decision.result
+    try:
+        store.write_sync(path, decision.record, None if current is None else current.version)
+    except (Conflict, NotFound):
+        return _LOST
+    return decision.result
 
 
 def cas_update_blocking(store: BlockingStore, path: str,
@@ -66,13 +101,7 @@ def cas_update_blocking(store: BlockingStore, path: str,
     for attempt in range(attempts):
         if attempt:
             time.sleep(backoff.delay(attempt))
-        current = store.get_sync(path)
-        decision = decide(current)
-        if isinstance(decision, Keep):
-            return decision.result
-        try:
-            store.write_sync(path, decision.record, None if current is None else current.version)
-        except (Conflict, NotFound):
-            continue
-        return decision.result
+        outcome = _attempt_blocking(store, path, decide)
+        if outcome is not _LOST:
+            return outcome
     raise contention(path)

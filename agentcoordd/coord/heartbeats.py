@@ -57,7 +57,7 @@ async def heartbeat(
     if normalized.warning:
         ctx.warn(normalized.warning)
 
-    async def decide(current: Versioned | None) -> Put:
+    def decide(current: Versioned | None) -> Put:  # plain: read and write in one round
         now = ctx.clock.now()
         # The agent's own record: one that is not a valid heartbeat ({}, "str", 42)
         # is overwritten, as agent-coord does; nothing of it is kept.

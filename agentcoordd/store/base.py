@@ -8,16 +8,18 @@ overwrites blindly.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 import msgspec
 
 from agentcoordd.model.errors import OperationalError, UsageError
+
+T = TypeVar("T")
 
 
 class StoreError(OperationalError):
@@ -97,6 +99,11 @@ class BlockingStore(Protocol):
     def write_sync(self, path: str, data: Any, expected: str | None) -> str: ...
 
     def group_commit(self) -> AbstractContextManager[None]: ...
+
+    async def in_round(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)`, made of the calls above, in one of the store's write rounds
+        (store.rounds); a busy record lock is waited for between rounds."""
+        ...
 
 
 class PathListing(Protocol):

@@ -1,7 +1,8 @@
 """Durable, private file writes shared by the local store and the daemon's own files.
 
 `write_all` loops over short writes (os.write may write less than asked) and
-fsyncs; `fsync_dir` makes a rename or unlink durable; `replace_private`
+fsyncs; `fsync_dir` makes a rename or unlink durable, and `DirSync` lets
+concurrent writers in one directory share that fsync; `replace_private`
 replaces a whole 0600 file atomically (temp file, fsync, rename, directory
 fsync) — the daemon's lanes file and the outbox rewrite. `locked_file` is the
 cross-process lock beside such a file. Temp files are named
@@ -12,12 +13,14 @@ writer process is gone, never a live writer's.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import re
 import secrets
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 PRIVATE_DIR_MODE = 0o700
@@ -60,6 +63,73 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class _Round:
+    """Writers waiting for one fsync of their directory, and how it ended."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.error: OSError | None = None
+
+
+class _Dir:
+    __slots__ = ("changed", "pending", "syncing")
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition(threading.Lock())
+        self.pending: _Round | None = None  # joined by writers whose rename is done
+        self.syncing = False
+
+
+class DirSync:
+    """Group commit of directory fsyncs across threads.
+
+    A writer calls `sync(directory)` after its rename or unlink. It joins the
+    directory's pending round; the first writer to find no fsync in flight
+    closes the round and runs one fsync for all of it. Every member's change
+    happened before that fsync started, so each caller returns only once its
+    own change is durable (or raises the error of the fsync that covered it).
+    Concurrent writers in one directory thus share one fsync instead of
+    queueing one each behind the disk.
+    """
+
+    def __init__(self, fsync: Callable[[str], None] = fsync_dir) -> None:
+        self._fsync = fsync
+        self._dirs: dict[str, _Dir] = {}
+        self._dirs_lock = threading.Lock()
+
+    def sync(self, directory: str) -> None:
+        state = self._dirs.get(directory)
+        if state is None:
+            with self._dirs_lock:
+                state = self._dirs.setdefault(directory, _Dir())
+        with state.changed:
+            mine = state.pending
+            if mine is None:
+                mine = state.pending = _Round()
+            while not mine.done:
+                if state.syncing:
+                    state.changed.wait()
+                    continue
+                leading, state.pending, state.syncing = state.pending, None, True
+                assert leading is mine  # only a leader takes a round, and it ends it
+                state.changed.release()
+                try:
+                    self._fsync(directory)
+                except OSError as exc:
+                    leading.error = exc
+                except BaseException:
+                    leading.error = OSError(errno.EIO, "directory fsync interrupted")
+                    raise
+                finally:
+                    state.changed.acquire()
+                    leading.done, state.syncing = True, False
+                    state.changed.notify_all()
+        if mine.error is not None:
+            raise mine.error
 
 
 def replace_private(path: Path, body: bytes) -> None:

@@ -14,9 +14,12 @@
   are swept on the store's first write.
 * The version token is the SHA-256 hex of the record file's bytes.
 * Writes go to a temp file in the same directory, fsync, rename, fsync the dir:
-  a reader sees the old record or the new one, never half of one.
-  `group_commit()` lets one thread write many records and fsync each touched
-  directory once at the end (the daemon's batched heartbeat renewals).
+  a reader sees the old record or the new one, never half of one. The
+  directory fsync is group-committed (`files.DirSync`): writers in one
+  directory at the same time share one, and each returns only once its own
+  rename is durable. `group_commit()` lets one thread write many records and
+  fsync each touched directory once at the end (the daemon's batched
+  heartbeat renewals).
 * Records are pretty-printed JSON (2-space indent) with a trailing newline.
 * The root may be a symlink (operator's choice); anything below it fails closed.
 """
@@ -57,7 +60,15 @@ from agentcoordd.store.base import (
 )
 from agentcoordd.model.errors import UsageError
 from agentcoordd.store.history import JsonlHistory, JsonlReader
-from agentcoordd.store.files import PRIVATE_DIR_MODE, file_mode, fsync_dir, sweep_stale_temps, write_all
+from agentcoordd.store.rounds import Rounds
+from agentcoordd.store.files import (
+    PRIVATE_DIR_MODE,
+    DirSync,
+    file_mode,
+    fsync_dir,
+    sweep_stale_temps,
+    write_all,
+)
 
 T = TypeVar("T")
 # The event feed's stat poll: a few stats per batch this often (without inotify).
@@ -113,6 +124,9 @@ class LocalStore:
         self._root = os.fspath(self.root)
         # Per-thread set of directories whose fsync is deferred (group_commit).
         self._deferred = threading.local()
+        # Concurrent writers in one directory share its fsync (looked up per call: tests count them).
+        self._dir_sync = DirSync(lambda directory: self._fsync_dir(directory))
+        self._rounds = Rounds(self._round_commit, name=f"agentcoord-rounds:{self._root}")
         self._dir_mode = mode
         self._file_mode = file_mode(mode)
         self._loosened = mode != PRIVATE_DIR_MODE  # umask may strip bits: set them exactly
@@ -124,7 +138,7 @@ class LocalStore:
     # ---- async Store API -------------------------------------------------
 
     async def get(self, path: str) -> Versioned | None:
-        return await self._run(self.get_sync, path)
+        return await self._rounds.run(self.get_sync, path)
 
     async def create(self, path: str, data: Any) -> str:
         return await self._run_locking(self.write_sync, path, data, None)
@@ -134,6 +148,9 @@ class LocalStore:
 
     async def delete(self, path: str, version: str) -> None:
         await self._run_locking(self.delete_sync, path, version)
+
+    async def in_round(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._run_locking(fn, *args)
 
     async def list(self, prefix: str, limit: int | None = None, cursor: str | None = None) -> Page:
         return await self._run(self.list_sync, prefix, limit, cursor)
@@ -246,7 +263,7 @@ class LocalStore:
         retry = 0
         while True:
             try:
-                return await self._run(fn, *args)
+                return await self._rounds.run(fn, *args)
             except LockBusy as busy:
                 retry += 1
                 delay = LOCK_WAIT.delay(retry)
@@ -279,10 +296,20 @@ class LocalStore:
             self._deferred.dirs = None
             for directory in sorted(dirs):
                 try:
-                    self._fsync_dir(directory)
+                    self._dir_sync.sync(directory)
                 except OSError as exc:
                     shown = os.path.relpath(directory, self._root)
                     raise self._os_error("cannot sync", shown, exc) from None
+
+    @contextlib.contextmanager
+    def _round_commit(self) -> Iterator[None]:
+        """A round of record calls (store.rounds): one group commit, busy locks not waited for."""
+        self._deferred.lock_spin = 0.0
+        try:
+            with self.group_commit():
+                yield
+        finally:
+            self._deferred.lock_spin = LOCK_SPIN_SECONDS
 
     def get_sync(self, path: str) -> Versioned | None:
         full = self._checked(path)
@@ -319,7 +346,7 @@ class LocalStore:
                 raise Conflict(f"record changed underneath us: {path}", "version_conflict")
             try:
                 os.unlink(full)
-                self._fsync_dir(os.path.dirname(full))
+                self._dir_sync.sync(os.path.dirname(full))
             except OSError as exc:
                 raise self._os_error("cannot delete", path, exc) from None
 
@@ -466,7 +493,7 @@ class LocalStore:
 
     def _acquire(self, fd: int, shown: str) -> None:
         """flock within LOCK_SPIN_SECONDS, else LockBusy (the async caller waits on, threadless)."""
-        give_up = time.monotonic() + LOCK_SPIN_SECONDS
+        give_up = time.monotonic() + getattr(self._deferred, "lock_spin", LOCK_SPIN_SECONDS)
         retry = 0
         while True:
             try:
@@ -496,7 +523,7 @@ class LocalStore:
             os.replace(tmp, full)
             deferred = getattr(self._deferred, "dirs", None)
             if deferred is None:
-                self._fsync_dir(directory)
+                self._dir_sync.sync(directory)
             else:
                 deferred.add(directory)
         except OSError as exc:

@@ -423,3 +423,136 @@ def test_group_commit_is_per_thread(store, root, monkeypatch):
         worker.start()
         worker.join()
         assert synced == [str(root / "claims/x/y")]  # the other thread synced its own write
+
+
+# ---- writes that share a directory fsync (files.DirSync, store.rounds) ---------------------
+
+
+def test_concurrent_syncs_of_one_directory_share_fsyncs_and_each_covers_its_caller():
+    """Every caller returns only after an fsync that *started* after its change."""
+    from agentcoordd.store.files import DirSync
+
+    changed: set[int] = set()
+    covered: list[set[int]] = []  # what each fsync covered: the changes made before it started
+    guard = threading.Lock()
+
+    def slow_fsync(directory: str) -> None:
+        with guard:
+            covered.append(set(changed))
+        time.sleep(0.005)
+
+    sync = DirSync(slow_fsync)
+    uncovered: list[int] = []
+
+    def writer(n: int) -> None:
+        with guard:
+            changed.add(n)  # "the rename is done"
+        sync.sync("/d")
+        if not any(n in seen for seen in covered):
+            uncovered.append(n)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert uncovered == []
+    assert len(covered) < 32  # shared: fewer fsyncs than callers
+
+
+def test_a_failed_directory_fsync_fails_every_caller_it_covered_and_the_next_one_retries():
+    from agentcoordd.store.files import DirSync
+
+    failing = [True]
+    started = threading.Event()
+    release = threading.Event()
+
+    def fsync(directory: str) -> None:
+        if failing[0]:
+            started.set()
+            release.wait(5)
+            raise OSError(5, "Input/output error")
+
+    sync = DirSync(fsync)
+    errors: list[BaseException | None] = []
+
+    def writer() -> None:
+        try:
+            sync.sync("/d")
+            errors.append(None)
+        except OSError as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=writer)
+    first.start()
+    assert started.wait(5)
+    failing[0] = False  # a writer joining now waits for the next fsync, which succeeds
+    second = threading.Thread(target=writer)
+    second.start()
+    time.sleep(0.05)
+    release.set()
+    first.join()
+    second.join()
+    assert sorted(errors, key=lambda e: e is None) == [errors[0], None] and isinstance(errors[0], OSError)
+
+
+async def test_concurrent_writes_in_one_directory_share_its_fsync_and_each_is_on_disk(store, root, monkeypatch):
+    synced = _count_dir_syncs(monkeypatch)
+    paths = [f"heartbeats/agent-{n}.json" for n in range(40)]
+
+    async def write(path: str) -> None:
+        await store.create(path, {"path": path})
+        assert json.loads((root / path).read_text()) == {"path": path}  # written whole before the ack
+
+    async with anyio.create_task_group() as tg:
+        for path in paths:
+            tg.start_soon(write, path)
+    heartbeat_syncs = synced.count(str(root / "heartbeats"))
+    assert 1 <= heartbeat_syncs < len(paths)
+    assert leftovers(root) == []
+
+
+async def test_a_failed_directory_fsync_fails_the_writes_it_covered(store, root, monkeypatch):
+    await store.create("heartbeats/seed.json", {"n": 0})
+
+    def failing(directory: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(LocalStore, "_fsync_dir", staticmethod(failing))
+    with pytest.raises(Unavailable, match="No space left on device"):
+        await store.create("heartbeats/a.json", {"n": 1})
+    monkeypatch.undo()
+    seen = await store.get("heartbeats/a.json")  # renamed but reported failed: exit 2 (UNKNOWN), not lost
+    assert seen is not None and seen.data == {"n": 1}
+
+
+async def test_a_foreign_lock_holder_does_not_stall_writes_of_other_records(store, root):
+    import fcntl
+
+    await store.create(CLAIM, RECORD)
+    held = os.open(root / (CLAIM + ".lock"), os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another writer, hung while holding the lock
+    try:
+        seen = await store.get(CLAIM)
+        started = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            async def blocked() -> None:
+                with anyio.fail_after(2.0), pytest.raises(Unavailable, match="not acquired within"):
+                    with anyio.CancelScope(deadline=anyio.current_time() + 1.0):
+                        await store.replace(CLAIM, {**RECORD, "status": "x"}, seen.version)
+
+            tg.start_soon(blocked)
+            for n in range(50):
+                await store.create(f"heartbeats/other-{n}.json", {"n": n})
+            others_took = time.monotonic() - started
+        assert others_took < 0.9, others_took  # not queued behind the busy lock
+    finally:
+        os.close(held)
+    assert (await store.get(CLAIM)).data == RECORD  # the blocked write never happened
+
+
+async def test_a_cancelled_caller_still_waits_for_its_write_to_finish(store, root):
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        version = await store.create("heartbeats/late.json", {"n": 1})  # shielded, like a pool hop
+    assert version == hashlib.sha256((root / "heartbeats/late.json").read_bytes()).hexdigest()
