@@ -84,15 +84,16 @@ async def _attempt(store: Store, path: str, decide: Callable[[Versioned | None],
 
 
 def _attempt_blocking(store: BlockingStore, path: str, decide: Callable[[Versioned | None], Decision]) -> Any:
-    current = store.get_sync(path)
-    decision = decide(current)
-    if isinstance(decision, Keep):
-        return decision.result
+    """One attempt under the record's lock: read, decide and write cannot be raced
+    by a writer that honours the lock (this daemon, agent-coord)."""
+    def locked(current: Versioned | None) -> tuple[Any, Any]:
+        decision = decide(current)
+        return (None if isinstance(decision, Keep) else decision.record), decision.result
+
     try:
-        store.write_sync(path, decision.record, None if current is None else current.version)
+        return store.update_sync(path, locked)
     except (Conflict, NotFound):
         return _LOST
-    return decision.result
 
 
 def cas_update_blocking(store: BlockingStore, path: str,

@@ -98,6 +98,10 @@ class BlockingStore(Protocol):
 
     def write_sync(self, path: str, data: Any, expected: str | None) -> str: ...
 
+    def update_sync(self, path: str, decide: Callable[[Versioned | None], tuple[Any, T]]) -> T:
+        """Read, `decide` (record to write or None; result) and write under the record's lock."""
+        ...
+
     def group_commit(self) -> AbstractContextManager[None]: ...
 
     async def in_round(self, fn: Callable[..., T], *args: Any) -> T:

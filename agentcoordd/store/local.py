@@ -80,6 +80,7 @@ _encoder = msgspec.json.Encoder()
 LOCK_SPIN_SECONDS = 0.02  # in-thread tries of a busy lock before handing the wait to the event loop
 LOCK_WAIT_CAP = 30.0  # a call without a deadline of its own waits at most this
 LOCK_MARGIN = 0.1  # answer before the caller's deadline cuts the call off
+READ_CHUNK = 1 << 16
 
 
 class LockBusy(Unavailable):
@@ -336,6 +337,21 @@ class LocalStore:
             self._atomic_write(full, body, path)
         return version_of(body)
 
+    def update_sync(self, path: str, decide: Callable[[Versioned | None], tuple[Any, T]]) -> T:
+        """Read, decide and write one record under its lock: the read made under the
+        lock is the write's guard, so it is the only read (get_sync + write_sync read
+        twice). `decide(current)` returns (the record to write, or None to keep it; result)."""
+        if not self._swept:
+            self._sweep_once()
+        full = self._checked(path, create_dirs=True)
+        with self._locked(full, path):
+            raw = self._read_bytes(full, path)
+            current = None if raw is None else Versioned(self._decode(raw, path), version_of(raw))
+            data, result = decide(current)
+            if data is not None:
+                self._atomic_write(full, encode_record(data), path)
+        return result
+
     def delete_sync(self, path: str, expected: str) -> None:
         full = self._checked(path)
         with self._locked(full, path):
@@ -462,11 +478,17 @@ class LocalStore:
             if exc.errno == errno.ELOOP:
                 raise Forbidden(f"symlink below state root refused: {path}") from None
             raise self._os_error("cannot read", path, exc) from None
+        # Plain reads until EOF: a buffered file object costs four more system calls per
+        # record (fstat, isatty, two seeks) — per renewal, per heartbeat.
         try:
-            with os.fdopen(fd, "rb") as fh:
-                return fh.read()
+            chunks = []
+            while chunk := os.read(fd, READ_CHUNK):
+                chunks.append(chunk)
+            return b"".join(chunks)
         except OSError as exc:
             raise self._os_error("cannot read", path, exc) from None
+        finally:
+            os.close(fd)
 
     @staticmethod
     def _decode(raw: bytes, path: str) -> Any:
