@@ -6,16 +6,15 @@ guarded by the version it read. A lost race (Conflict, NotFound) re-reads and
 decides again after a jittered backoff; persistent contention is exit 2.
 `decide` returns `Keep(result)` (nothing to write) or `Put(record, result)`;
 it may raise (a refusal, a usage error) to end the loop. A plain-function
-`decide` (one that awaits nothing) on a local root runs each attempt whole in
-one of the store's write rounds. The blocking twin drives the same kind of
-decision inline in a worker thread (the daemon's batched keep-alive renewals
-on a local root).
+`decide` (one that awaits nothing) on a local root runs read, decision and
+write in one of the store's write rounds, under the record's lock. The
+blocking twin does the same inline in a worker thread (the daemon's batched
+keep-alive renewals on a local root).
 """
 
 from __future__ import annotations
 
 import inspect
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
@@ -49,60 +48,37 @@ async def cas_update(store: Store, path: str,
                      decide: Callable[[Versioned | None], Decision | Awaitable[Decision]], *,
                      attempts: int = CAS_ATTEMPTS, backoff: Backoff = CAS) -> Any:
     """`decide` may be a plain function: on a store with blocking calls (local files)
-    each attempt then runs whole in one of the store's rounds — the read, the
-    decision and the write, with no hop back to the event loop between them."""
+    the read, the decision and the write then run in one of the store's rounds,
+    under the record's lock, so no writer that honours the lock can race them."""
     blocking = store.capabilities.blocking
-    if inspect.iscoroutinefunction(decide):
-        blocking = None
+    if blocking is not None and not inspect.iscoroutinefunction(decide):
+        return await blocking.in_round(cas_update_blocking, blocking, path, decide)
     for attempt in range(attempts):
         if attempt:
             await anyio.sleep(backoff.delay(attempt))
-        if blocking is not None:
-            outcome = await blocking.in_round(_attempt_blocking, blocking, path, decide)
-        else:
-            outcome = await _attempt(store, path, decide)
-        if outcome is not _LOST:
-            return outcome
+        current = await store.get(path)
+        decision = decide(current)
+        if inspect.isawaitable(decision):
+            decision = await decision
+        if isinstance(decision, Keep):
+            return decision.result
+        try:
+            if current is None:
+                await store.create(path, decision.record)
+            else:
+                await store.replace(path, decision.record, current.version)
+        except (Conflict, NotFound):
+            continue  # lost a race: re-read and decide again
+        return decision.result
     raise contention(path)
 
 
-async def _attempt(store: Store, path: str, decide: Callable[[Versioned | None], Any]) -> Any:
-    current = await store.get(path)
-    decision = decide(current)
-    if inspect.isawaitable(decision):
-        decision = await decision
-    if isinstance(decision, Keep):
-        return decision.result
-    try:
-        if current is None:
-            await store.create(path, decision.record)
-        else:
-            await store.replace(path, decision.record, current.version)
-    except (Conflict, NotFound):
-        return _LOST
-    return decision.result
-
-
-def _attempt_blocking(store: BlockingStore, path: str, decide: Callable[[Versioned | None], Decision]) -> Any:
-    """One attempt under the record's lock: read, decide and write cannot be raced
-    by a writer that honours the lock (this daemon, agent-coord)."""
+def cas_update_blocking(store: BlockingStore, path: str,
+                        decide: Callable[[Versioned | None], Decision]) -> Any:
+    """Read, decide and write under the record's lock (one attempt is enough: a writer
+    that honours the lock — this daemon, agent-coord — cannot slip in between)."""
     def locked(current: Versioned | None) -> tuple[Any, Any]:
         decision = decide(current)
         return (None if isinstance(decision, Keep) else decision.record), decision.result
 
-    try:
-        return store.update_sync(path, locked)
-    except (Conflict, NotFound):
-        return _LOST
-
-
-def cas_update_blocking(store: BlockingStore, path: str,
-                        decide: Callable[[Versioned | None], Decision], *,
-                        attempts: int = CAS_ATTEMPTS, backoff: Backoff = CAS) -> Any:
-    for attempt in range(attempts):
-        if attempt:
-            time.sleep(backoff.delay(attempt))
-        outcome = _attempt_blocking(store, path, decide)
-        if outcome is not _LOST:
-            return outcome
-    raise contention(path)
+    return store.update_sync(path, locked)
