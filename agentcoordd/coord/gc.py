@@ -450,44 +450,39 @@ async def gc(
     }
 
 
-# With batched operations (HTTP) a chunk of actions is applied together: each
-# step (read the sources, create the archives, delete the sources) is one round
-# trip. Elsewhere each action runs its steps one call at a time, as before, and
-# this many actions run at once.
+# A chunk of actions is applied together: each step (read the sources, create
+# the archives, delete the sources) is one batch — one round trip (HTTP), one
+# round with one fsync per directory (local files) — or, where a store has no
+# batches (etcd), its single calls a few at a time. This many chunks run at
+# once, so one's disk waits overlap another's work; 4 x 8 single calls fit an
+# etcd store's connection pool.
 BATCH_ACTIONS = 32
-PARALLEL_ACTIONS = 8
+PARALLEL_CHUNKS = 4
+SINGLE_CALLS_PER_CHUNK = 8
 
 
 async def _apply_all(ctx: Ctx, actions: list[Action], progress: Progress | None) -> None:
     done = 0
+    batch = ctx.store.capabilities.batch
+    run = batch.run_batch if batch is not None else partial(run_singly, ctx.store, concurrency=SINGLE_CALLS_PER_CHUNK)
+    limiter = anyio.CapacityLimiter(PARALLEL_CHUNKS)
 
-    def applied(count: int) -> None:
+    async def one(chunk: list[Action]) -> None:
         nonlocal done
-        done += count
+        async with limiter:
+            await _apply(ctx, chunk, run)
+        done += len(chunk)
         if progress:
             progress("applied", done, len(actions))
 
-    batch = ctx.store.capabilities.batch
-    if batch is not None:
-        for chunk in _chunks(actions, BATCH_ACTIONS):
-            await _apply(ctx, chunk, batch.run_batch, together=True)
-            applied(len(chunk))
-        return
-    run = partial(run_singly, ctx.store)
-    limiter = anyio.CapacityLimiter(PARALLEL_ACTIONS)
-
-    async def one(action: Action) -> None:
-        async with limiter:
-            await _apply(ctx, [action], run, together=False)
-        applied(1)
-
     # Copies first, expiries after every copy (as the sorted plan has them).
+    chunks = _chunks(actions, BATCH_ACTIONS)
     for phase in (False, True):
         try:
             async with anyio.create_task_group() as tg:
-                for action in actions:
-                    if (action.action == "delete") == phase:
-                        tg.start_soon(one, action)
+                for chunk in chunks:
+                    if (chunk[0].action == "delete") == phase:
+                        tg.start_soon(one, chunk)
         except BaseExceptionGroup as group:
             raise _first(group) from None
 
@@ -517,16 +512,13 @@ def _chunks(actions: list[Action], size: int) -> list[list[Action]]:
     return chunks
 
 
-async def _apply(ctx: Ctx, chunk: list[Action], run: Callable[[list[Op]], Awaitable[list[Any]]], *,
-                 together: bool) -> None:
+async def _apply(ctx: Ctx, chunk: list[Action], run: Callable[[list[Op]], Awaitable[list[Any]]]) -> None:
     """Copy before delete; every delete is guarded by the version read here.
 
     Each source is re-read first: content that changed since planning is left
     alone (it is no longer what the plan archived), and the delete's CAS guard
     protects against a change between this read and the delete. Every archive of
-    the chunk is written before any of its sources is deleted; `together` sends
-    the deletes in one run, else one at a time (the first unexpected error stops
-    them, as a crash would).
+    the chunk is written before any of its sources is deleted.
     """
     sources = [path for action in chunk for path in action.expected]
     read = dict(zip(sources, await run([Get(path) for path in sources]), strict=True))
@@ -570,9 +562,7 @@ async def _apply(ctx: Ctx, chunk: list[Action], run: Callable[[list[Op]], Awaita
             refused.add(action.archive_path)
     deletes = [Delete(path, version) for action, versions, _ in ready
                if action.archive_path not in refused for path, version in versions.items()]
-    outcomes = await run(list(deletes)) if together else None
-    for index, op in enumerate(deletes):
-        outcome = outcomes[index] if outcomes is not None else (await run([op]))[0]
+    for op, outcome in zip(deletes, await run(deletes), strict=True):
         if isinstance(outcome, NotFound):
             continue  # already gone: a converging retry
         if isinstance(outcome, Conflict):

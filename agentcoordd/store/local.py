@@ -49,14 +49,20 @@ from agentcoordd.model.backoff import LOCK_SPIN, LOCK_WAIT
 from agentcoordd.store.base import (
     Capabilities,
     Conflict,
+    Create,
     Entry,
+    Get,
     Forbidden,
     InvalidPath,
     InvalidRecord,
     NotFound,
+    Op,
+    Outcome,
     Page,
+    Replace,
     Unavailable,
     Versioned,
+    run_singly,
 )
 from agentcoordd.model.errors import UsageError
 from agentcoordd.store.history import JsonlHistory, JsonlReader
@@ -134,7 +140,7 @@ class LocalStore:
         self._swept = False
         self._sweep_lock = threading.Lock()
         self._history = JsonlReader(self.root)
-        self.capabilities = Capabilities(blocking=self, paths=self, files=self, changes=self)
+        self.capabilities = Capabilities(blocking=self, paths=self, files=self, changes=self, batch=self)
 
     # ---- async Store API -------------------------------------------------
 
@@ -152,6 +158,35 @@ class LocalStore:
 
     async def in_round(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._run_locking(fn, *args)
+
+    async def run_batch(self, ops: list[Op]) -> list[Outcome]:
+        """BatchOps: the ops in one round, so each directory they touch is fsynced
+        once for all of them (gc's chunks); an op that met a busy lock runs again
+        on its own, waiting for the lock as its single call would."""
+        if not ops:
+            return []
+        outcomes = await self._rounds.run(self._batch_sync, ops)
+        for index, outcome in enumerate(outcomes):
+            if isinstance(outcome, LockBusy):
+                outcomes[index] = (await run_singly(self, [ops[index]]))[0]
+        return outcomes
+
+    def _batch_sync(self, ops: list[Op]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for op in ops:
+            try:
+                if isinstance(op, Get):
+                    outcomes.append(self.get_sync(op.path))
+                elif isinstance(op, Create):
+                    outcomes.append(self.write_sync(op.path, op.data, None))
+                elif isinstance(op, Replace):
+                    outcomes.append(self.write_sync(op.path, op.data, op.version))
+                else:
+                    self.delete_sync(op.path, op.version)
+                    outcomes.append(None)
+            except Exception as exc:  # noqa: BLE001 - this op's outcome, never its neighbours'
+                outcomes.append(exc)
+        return outcomes
 
     async def list(self, prefix: str, limit: int | None = None, cursor: str | None = None) -> Page:
         return await self._run(self.list_sync, prefix, limit, cursor)
@@ -362,7 +397,7 @@ class LocalStore:
                 raise Conflict(f"record changed underneath us: {path}", "version_conflict")
             try:
                 os.unlink(full)
-                self._dir_sync.sync(os.path.dirname(full))
+                self._dir_changed(os.path.dirname(full))
             except OSError as exc:
                 raise self._os_error("cannot delete", path, exc) from None
 
@@ -543,15 +578,20 @@ class LocalStore:
             finally:
                 os.close(fd)
             os.replace(tmp, full)
-            deferred = getattr(self._deferred, "dirs", None)
-            if deferred is None:
-                self._dir_sync.sync(directory)
-            else:
-                deferred.add(directory)
+            self._dir_changed(directory)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise self._os_error("cannot write", path, exc) from None
+
+    def _dir_changed(self, directory: str) -> None:
+        """An entry of `directory` was renamed in or unlinked: fsync it now, or at
+        the end of this thread's group commit."""
+        deferred = getattr(self._deferred, "dirs", None)
+        if deferred is None:
+            self._dir_sync.sync(directory)
+        else:
+            deferred.add(directory)
 
     _fsync_dir = staticmethod(fsync_dir)
 

@@ -13,7 +13,7 @@ from agentcoordd.coord import gc
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model.errors import OperationalError, UsageError
 from agentcoordd.model.timefmt import format_ts
-from agentcoordd.store.base import Conflict
+from agentcoordd.store.base import Conflict, Delete, Op, Outcome
 from agentcoordd.store.local import LocalStore
 
 NOW = dt.datetime(2026, 7, 20, 12, 0, tzinfo=dt.timezone.utc)
@@ -165,11 +165,11 @@ async def test_identical_compaction_retry_reuses_the_envelope(root: Path) -> Non
     class CrashAfterArchive(LocalStore):
         crashed = False
 
-        async def delete(self, path: str, version: str) -> None:
-            if not self.crashed and path.startswith("events/"):
+        async def run_batch(self, ops: list[Op]) -> list[Outcome]:
+            if not self.crashed and any(isinstance(op, Delete) and op.path.startswith("events/") for op in ops):
                 self.crashed = True
                 raise OperationalError("simulated crash between archive write and hot delete")
-            await super().delete(path, version)
+            return await super().run_batch(ops)
 
     crashing = CrashAfterArchive(root)
     with pytest.raises(OperationalError):
@@ -184,13 +184,13 @@ async def test_record_renewed_after_planning_is_never_deleted(root: Path) -> Non
     """CAS: a heartbeat renewed between plan and delete stays, with its new content."""
 
     class RenewBeforeDelete(LocalStore):
-        async def delete(self, path: str, version: str) -> None:
+        def delete_sync(self, path: str, expected: str) -> None:  # batched and single deletes
             if path == "heartbeats/dead.json":
-                current = await self.get(path)
+                current = self.get_sync(path)
                 assert current is not None
                 renewed = heartbeat("dead", ts(), ts(minutes=15))
-                await self.replace(path, renewed, current.version)
-            await super().delete(path, version)
+                self.write_sync(path, renewed, current.version)
+            super().delete_sync(path, expected)
 
     c = ctx_for(RenewBeforeDelete(root))
     await gc.gc(c, execute=True, prefixes=["heartbeats"])

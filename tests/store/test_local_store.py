@@ -17,10 +17,14 @@ import pytest
 
 from agentcoordd.store.base import (
     Conflict,
+    Create,
+    Delete,
     Forbidden,
+    Get,
     InvalidPath,
     InvalidRecord,
     NotFound,
+    Replace,
     Unavailable,
     list_all,
 )
@@ -556,3 +560,51 @@ async def test_a_cancelled_caller_still_waits_for_its_write_to_finish(store, roo
         scope.cancel()
         version = await store.create("heartbeats/late.json", {"n": 1})  # shielded, like a pool hop
     assert version == hashlib.sha256((root / "heartbeats/late.json").read_bytes()).hexdigest()
+
+
+# ---- batches (BatchOps: gc's chunks) -------------------------------------------------
+
+
+async def test_a_batch_runs_in_one_round_with_one_fsync_per_directory(store, root, monkeypatch):
+    await store.create("heartbeats/old-0.json", {"n": 0})
+    old = await store.get("heartbeats/old-0.json")
+    synced = _count_dir_syncs(monkeypatch)
+    rounds = store._rounds.rounds
+    ops = [Create(f"archive/heartbeats/a-{n}.json", {"n": n}) for n in range(20)]
+    ops += [Delete("heartbeats/old-0.json", old.version), Get("heartbeats/missing.json"),
+            Delete("heartbeats/missing.json", old.version), Replace("heartbeats/nope.json", {}, old.version)]
+    outcomes = await store.run_batch(ops)
+    assert store._rounds.rounds == rounds + 1
+    assert sorted(synced) == [str(root / "archive/heartbeats"), str(root / "heartbeats")]
+    for n, version in enumerate(outcomes[:20]):  # each written whole before the ack
+        body = (root / f"archive/heartbeats/a-{n}.json").read_bytes()
+        assert version == hashlib.sha256(body).hexdigest() and json.loads(body) == {"n": n}
+    assert outcomes[20] is None and not (root / "heartbeats/old-0.json").exists()
+    assert outcomes[21] is None
+    assert isinstance(outcomes[22], NotFound) and isinstance(outcomes[23], NotFound)  # theirs, not the batch's
+    assert await store.run_batch([]) == []
+
+
+async def test_a_batch_op_on_a_busy_lock_waits_alone_and_its_neighbours_finish(store, root):
+    import fcntl
+
+    await store.create(CLAIM, RECORD)
+    seen = await store.get(CLAIM)
+    held = os.open(root / (CLAIM + ".lock"), os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another writer, holding the lock for a moment
+    threading.Timer(0.3, os.close, (held,)).start()
+    started = time.monotonic()
+    outcomes = await store.run_batch([Replace(CLAIM, {**RECORD, "status": "x"}, seen.version),
+                                      Create("heartbeats/n.json", {"n": 1})])
+    assert time.monotonic() - started >= 0.25  # waited for the holder, then wrote
+    assert isinstance(outcomes[0], str) and isinstance(outcomes[1], str)
+    assert (await store.get(CLAIM)).data["status"] == "x"
+
+
+async def test_a_failed_directory_fsync_fails_the_whole_batch(store, root, monkeypatch):
+    def failing(directory: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(LocalStore, "_fsync_dir", staticmethod(failing))
+    with pytest.raises(Unavailable, match="No space left on device"):  # no op's outcome is known
+        await store.run_batch([Create("heartbeats/a.json", {"n": 1}), Create("heartbeats/b.json", {"n": 2})])
