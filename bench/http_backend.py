@@ -24,11 +24,16 @@ one --all-state token. Prints
   * a stop check (`telemetry.stop_state`, what the daemon runs after a
     heartbeat of a lane) of a batch with --stop-events events (6,000, the full
     simulation's size): Worker requests and ms for the first check and for a
-    repeated one, from an in-process HttpStore (one per run, as a daemon keeps).
+    repeated one, from an in-process HttpStore (one per run, as a daemon keeps);
+  * a whole listing of --listing claims (10,000), unchanged: ms and bytes
+    received for the first, for repeats revalidated with If-None-Match (304
+    per unchanged page) and for repeats from a store that keeps nothing, and
+    their ratio.
 
 Where the Worker advertises `batch` / `events` on /v1/health (ours since
 issue 23) the client uses them; `--skip-keepalive` / `--only-stop-check`
-shorten a run.
+shorten a run, and so does `--only-listing` (after the stop check;
+`--stop-events 0` skips that).
 """
 
 from __future__ import annotations
@@ -302,6 +307,59 @@ def versions(url: str, token: str, prefix: str) -> dict[str, int]:
                 return out
 
 
+def listing_cost(url: str, token: str, owner: str, count: int, repeats: int) -> list[tuple[str, float, int]]:
+    """(which, ms, bytes received) of listing `count` claims: first, repeated with
+    revalidation (If-None-Match -> 304 per unchanged page), repeated without it."""
+    import anyio
+
+    from agentcoordd.store import http
+    from agentcoordd.store.base import Create, list_all
+
+    class Received(httpx.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner, self.bytes = httpx.AsyncHTTPTransport(), 0
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            response = await self.inner.handle_async_request(request)
+            await response.aread()
+            self.bytes += len(response.content)
+            return response
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    async def timed_lists(store: http.HttpStore, transport: Received, which: str, n: int) -> list[tuple[str, float, int]]:
+        rows = []
+        for _ in range(n):
+            before, start = transport.bytes, time.perf_counter()
+            assert len((await list_all(store, f"claims/{owner}")).entries) == count
+            rows.append((which, (time.perf_counter() - start) * 1000, transport.bytes - before))
+        return rows
+
+    async def run() -> list[tuple[str, float, int]]:
+        transport = Received()
+        async with http.HttpStore(url, token, timeout=120, transport=transport) as store:
+            for start in range(0, count, 64):
+                ops = [Create(f"claims/{owner}/widgets/t{n:05d}.json",
+                              {"status": "claimed", "repo": f"{owner}/widgets", "target": f"t{n}",
+                               "agent_id": f"a{n % 200}", "note": "x" * 200})
+                       for n in range(start, min(count, start + 64))]
+                for outcome in await store.run_batch(ops):
+                    assert isinstance(outcome, str), outcome
+            rows = await timed_lists(store, transport, "first", 1)
+            rows += await timed_lists(store, transport, "revalidated", repeats)
+        plain = Received()
+        budget, http.LISTING_MEMO_BYTES = http.LISTING_MEMO_BYTES, 0  # the same store, nothing kept
+        try:
+            async with http.HttpStore(url, token, timeout=120, transport=plain) as store:
+                rows += await timed_lists(store, plain, "not kept", repeats)
+        finally:
+            http.LISTING_MEMO_BYTES = budget
+        return rows
+
+    return anyio.run(run)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=100)
@@ -315,6 +373,9 @@ def main() -> int:
                         help="stop registering lanes after this long (a saturated daemon)")
     parser.add_argument("--skip-keepalive", action="store_true")
     parser.add_argument("--only-stop-check", action="store_true")
+    parser.add_argument("--listing", type=int, default=10_000,
+                        help="claims listed whole, unchanged, repeatedly (0: skip)")
+    parser.add_argument("--only-listing", action="store_true")
     parser.add_argument("--api-url")
     parser.add_argument("--token", default=os.environ.get("AGENT_COORD_API_TOKEN", ""))
     args = parser.parse_args()
@@ -353,6 +414,17 @@ def main() -> int:
                 print(f"stop check, repeated x{len(reps)}: median {statistics.median(reps):,.1f} ms, "
                       f"{statistics.median([r for w, r, _ in rows if w == 'repeated']):.0f} requests each")
             if args.only_stop_check:
+                return 0
+            if args.listing:
+                rows = listing_cost(url, token, f"listbench{int(time.time())}", args.listing, 5)
+                medians = {}
+                for which in ("first", "revalidated", "not kept"):
+                    ms = statistics.median([m for w, m, _ in rows if w == which])
+                    got = statistics.median([b for w, _, b in rows if w == which])
+                    medians[which] = ms
+                    print(f"listing {args.listing:,} claims, {which}: {ms:,.0f} ms, {got / 1e6:,.2f} MB received")
+                print(f"listing revalidated / not kept: {medians['revalidated'] / medians['not kept']:.2f}")
+            if args.only_listing:
                 return 0
             repo = f"bench{int(time.time())}/widgets"
             heartbeat = [*CTL, "heartbeat", "--agent-id", "bench", "--repo", repo, "--target", "1"]

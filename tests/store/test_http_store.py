@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from agentcoordd import tokens
-from agentcoordd.store.base import Conflict, Forbidden, InvalidRecord, NotFound, Unavailable, list_all
+from agentcoordd.store.base import Conflict, Entry, Forbidden, InvalidRecord, NotFound, Unavailable, list_all
 from agentcoordd.store.http import HttpStore, TokenRejected
 
 
@@ -118,6 +118,81 @@ async def test_listing_above_the_read_scope_is_filtered_and_partial(worker_serve
     assert all(e.path.startswith("claims/acme/widgets/") for e in everything.entries)
     assert f"claims/acme/widgets/{owner}.json" in [e.path for e in everything.entries]
     assert inside.partial is False
+
+
+class ListingLog(httpx.AsyncBaseTransport):
+    """Status codes of the listing requests an HttpStore sends, with the validator it sent."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.listings: list[tuple[int, str | None]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.url.path == "/v1/state":
+            self.listings.append((response.status_code, request.headers.get("If-None-Match")))
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def pages(store: HttpStore, prefix: str, limit: int) -> list[Entry]:
+    entries, cursor = [], None
+    while True:
+        page = await store.list(prefix, limit=limit, cursor=cursor)
+        entries += page.entries
+        if page.next_cursor is None:
+            return entries
+        cursor = page.next_cursor
+
+
+async def test_an_unchanged_listing_page_is_revalidated_not_sent_again(worker_server):
+    prefix = f"claims/o{uniq()}/r"
+    log = ListingLog()
+    async with worker_server.store(transport=log) as store:
+        versions = {f"{prefix}/{n}.json": await store.create(f"{prefix}/{n}.json", {"n": n}) for n in range(5)}
+        first = await pages(store, prefix, 2)  # three pages: 2 + 2 + 1
+        again = await pages(store, prefix, 2)
+        assert [code for code, _ in log.listings] == [200, 200, 200, 304, 304, 304]
+        assert all(sent is None for _, sent in log.listings[:3]) and all(sent for _, sent in log.listings[3:])
+        assert again == first and [e.version for e in again] == list(versions.values())
+        again[0].data["n"] = "changed by a caller"  # a caller's copy, never the kept page
+        assert (await store.list(prefix, limit=2)).entries[0].data == {"n": 0}
+
+        # A change on the second page: that page is sent again, the first still revalidates.
+        path = f"{prefix}/3.json"
+        versions[path] = await store.replace(path, {"n": "three"}, versions[path])
+        log.listings.clear()
+        changed = await pages(store, prefix, 2)
+        assert [code for code, _ in log.listings] == [304, 200, 304]
+        assert [e.data["n"] for e in changed] == [0, 1, 2, "three", 4]
+        assert [e.version for e in changed] == list(versions.values())
+
+        # A deleted record changes its page and the next cursor's page.
+        await store.delete(f"{prefix}/1.json", versions.pop(f"{prefix}/1.json"))
+        log.listings.clear()
+        after = await pages(store, prefix, 2)
+        assert [e.path for e in after] == list(versions)
+        assert log.listings[0][0] == 200
+
+
+async def test_a_filtered_listing_revalidates_per_token(worker_server):
+    """The page a narrow token sees is its own: its validator never matches a wider page."""
+    owner = f"o{uniq()}"
+    async with worker_server.store() as admin:
+        await admin.create(f"claims/acme/widgets/{owner}.json", {"in": True})
+        await admin.create(f"claims/{owner}/other/t.json", {"in": False})
+    log = ListingLog()
+    async with worker_server.store("widgets-only", transport=log) as narrow:
+        await narrow.list("claims", limit=1000)
+        assert (await narrow.list("claims", limit=1000)).partial is True
+    assert [code for code, _ in log.listings] == [200, 304]
+    narrow_tag = log.listings[1][1]
+    with worker_server.client() as wide:
+        answer = wide.get("/v1/state", params={"prefix": "claims", "limit": "1000"},
+                          headers={"If-None-Match": narrow_tag})
+    assert answer.status_code == 200 and answer.headers["ETag"] != narrow_tag
 
 
 async def test_listing_with_no_overlap_is_forbidden(worker_server):

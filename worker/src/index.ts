@@ -646,24 +646,33 @@ async function handleList(request: Request, env: Env, me: Machine, url: URL): Pr
     where.push("path > ?");
     binds.push(cursor);
   }
-  let sql = `SELECT path, data, version, updated_by FROM state WHERE ${where.join(" AND ")} ORDER BY path`;
-  if (limit !== null) {
-    sql += " LIMIT ?";
-    binds.push(limit + 1);
+  const select = (columns: string) => {
+    let sql = `SELECT ${columns} FROM state WHERE ${where.join(" AND ")} ORDER BY path`;
+    if (limit !== null) sql += " LIMIT ?";
+    return env.DB.prepare(sql).bind(...(limit !== null ? [...binds, limit + 1] : binds));
+  };
+  const page = <T extends { path: string }>(rows: T[]): [T[], string | null] =>
+    limit !== null && rows.length > limit ? [rows.slice(0, limit), rows[limit - 1].path] : [rows, null];
+  // A page's validator names its rows and versions (a version never repeats for a
+  // path, and every write makes a new one), so asking again with it reads only
+  // paths and versions: an unchanged page is a bodiless 304.
+  const validator = async (rows: { path: string; version: number }[], next: string | null) =>
+    `"${await sha256Hex(JSON.stringify([ranges !== null, next, rows.map((r) => [r.path, r.version])]))}"`;
+  const asked = request.headers.get("If-None-Match");
+  if (asked !== null) {
+    const { results } = await select("path, version").all<{ path: string; version: number }>();
+    const etag = await validator(...page(results));
+    if (asked === etag) return new Response(null, { status: 304, headers: { ETag: etag } });
   }
-  const { results } = await env.DB.prepare(sql)
-    .bind(...binds)
-    .all<StateRow>();
-  let rows = results;
-  let nextCursor: string | null = null;
-  if (limit !== null && rows.length > limit) {
-    rows = rows.slice(0, limit);
-    nextCursor = rows[rows.length - 1].path;
-  }
+  const { results } = await select("path, data, version, updated_by").all<StateRow>();
+  const [rows, nextCursor] = page(results);
   let text = `{"entries":[${rows.map(entryJson).join(",")}]`;
   if (ranges !== null) text += `,"filtered":true`;
   if (nextCursor !== null) text += `,"next_cursor":${JSON.stringify(nextCursor)}`;
-  return rawJson(200, text + "}");
+  return new Response(text + "}", {
+    status: 200,
+    headers: { "Content-Type": "application/json", ETag: await validator(rows, nextCursor) },
+  });
 }
 
 const SCHEMA_MISSING = /no such (?:table|column)/i;
