@@ -455,6 +455,29 @@ class Daemon:
                                                daemon_version=p.DAEMON_VERSION, pid=os.getpid()))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             gone = True
+        pipeline = _Pipeline(gone)
+        failure: BadClient | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._reply_in_order, stream, pipeline)
+            try:
+                await self._requests(reader, decoder, stream, pipeline, tg, log)
+            except BadClient as exc:
+                failure = exc  # answered after the replies before it
+            finally:
+                pipeline.slots_out.close()  # the replier sends what is started, then ends
+        if failure is not None:
+            raise failure
+        if pipeline.gone:
+            raise BadClient("client went away before its reply (request completed)")
+
+    async def _requests(self, reader: BufferedByteReceiveStream, decoder: msgspec.msgpack.Decoder,
+                        stream: Any, pipeline: _Pipeline, tg: anyio.abc.TaskGroup, log: Any) -> None:
+        """Read and run a connection's requests; replies go back in request order.
+
+        Heartbeats of different lanes pipelined on one connection run together
+        (PIPELINED at most), as they would from separate connections; any other
+        request waits until everything before it is answered and runs alone, so a
+        client that pipelines `claim` then `release` sees them in that order."""
         while True:
             body = await self._read_frame(reader, p.MAX_REQUEST_FRAME, IDLE_TIMEOUT, first=False)
             if body is None:
@@ -466,18 +489,47 @@ class Daemon:
             request = _decode(decoder, body)
             if isinstance(request, p.Hello):
                 raise BadClient("second hello", reply="agentcoordd: protocol error: repeated Hello")
-            if wants_progress(request) and not gone:
+            touches = _independent(request)
+            # Every request a client sent is run, also after it left (unanswered).
+            if touches is None or touches & pipeline.touched:
+                await pipeline.drained()
+            if touches is not None:
+                slot = _Slot(touches)
+                pipeline.touched |= touches
+                pipeline.outstanding += 1
+                await pipeline.slots_out.send(slot)
+                tg.start_soon(self._run_pipelined, request, slot, pipeline, log)
+                continue
+            if wants_progress(request) and not pipeline.gone:
                 response = await self._dispatch_with_progress(stream, request, log)
             else:
                 response = await self._dispatch(request, log)
-            if getattr(request, "json_payload", False):
-                response = p.payload_as_json(response)
-            if gone:
-                raise BadClient("client went away before its reply (request completed)")
+            if pipeline.gone:
+                continue
             try:
-                await self._send(stream, response)
+                await self._send(stream, _as_sent(request, response))
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
-                raise BadClient("client went away before its reply (request completed)") from None
+                pipeline.gone = True
+
+    async def _run_pipelined(self, request: Any, slot: _Slot, pipeline: _Pipeline, log: Any) -> None:
+        try:
+            slot.response = _as_sent(request, await self._dispatch(request, log))
+        finally:
+            pipeline.touched -= slot.touches
+            slot.done.set()
+
+    async def _reply_in_order(self, stream: Any, pipeline: _Pipeline) -> None:
+        async with pipeline.slots_in:
+            async for slot in pipeline.slots_in:
+                await slot.done.wait()
+                if slot.response is None:
+                    pipeline.gone = True  # no reply to send: a later one must not take its place
+                elif not pipeline.gone:
+                    try:
+                        await self._send(stream, slot.response)
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+                        pipeline.gone = True  # the rest still completes, unanswered
+                pipeline.answered()
 
     async def _dispatch_with_progress(self, stream: Any, request: Any, log: Any) -> p.Response:
         """Forward Progress frames while the request runs (call.ProgressChannel: dropped
@@ -543,6 +595,55 @@ class Daemon:
                        "buffered_bytes": self.limits.buffered_bytes},
             "python": sys.version.split()[0],
         }
+
+
+PIPELINED = 64  # requests of one connection running at once
+
+
+def _independent(request: Any) -> frozenset[tuple[str, ...]] | None:
+    """What a request that may run alongside its connection's others touches
+    (None: it runs alone). A heartbeat touches its lane and the claim it names."""
+    if isinstance(request, p.Heartbeat):
+        touches = {("agent", request.agent_id)}
+        if request.repo is not None or request.target is not None:
+            touches.add(("target", request.repo or "", request.target or ""))
+        return frozenset(touches)
+    return None
+
+
+def _as_sent(request: Any, response: p.Response) -> p.Response:
+    return p.payload_as_json(response) if getattr(request, "json_payload", False) else response
+
+
+class _Slot:
+    __slots__ = ("touches", "done", "response")
+
+    def __init__(self, touches: frozenset[tuple[str, ...]]) -> None:
+        self.touches = touches
+        self.done = anyio.Event()
+        self.response: p.Response | None = None
+
+
+class _Pipeline:
+    """One connection's requests running together, and their replies in order."""
+
+    def __init__(self, gone: bool) -> None:
+        self.gone = gone
+        self.touched: frozenset[tuple[str, ...]] = frozenset()
+        self.outstanding = 0  # started, not yet answered
+        self._quiet = anyio.Event()
+        self.slots_out, self.slots_in = anyio.create_memory_object_stream[_Slot](PIPELINED)
+
+    def answered(self) -> None:
+        self.outstanding -= 1
+        if self.outstanding == 0:
+            self._quiet.set()
+
+    async def drained(self) -> None:
+        """Every request started so far has been answered (or found its client gone)."""
+        while self.outstanding:
+            self._quiet = anyio.Event()
+            await self._quiet.wait()
 
 
 def _decode(decoder: msgspec.msgpack.Decoder, body: bytes) -> Any:

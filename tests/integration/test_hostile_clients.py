@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import socket
 import struct
 import time
+from collections.abc import Iterator
 
 import msgspec
 import pytest
@@ -155,6 +159,97 @@ def test_pipelined_requests_on_one_connection_are_answered_in_order(daemon: Daem
             client.send_frame(local_request(daemon, p.Heartbeat(agent_id=f"pipe-{n}")))
         replies = [client.recv() for _ in range(20)]
     assert [r.payload["heartbeat"]["agent_id"] for r in replies] == [f"pipe-{n}" for n in range(20)]
+
+
+@contextlib.contextmanager
+def record_locked(d: Daemon, path: str) -> Iterator[None]:
+    """Hold a record's lock as another writer (agent-coord) would."""
+    lock = d.root / f"{path}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def wait_until(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def no_reply_yet(client: RawClient) -> bool:
+    client.sock.settimeout(0.05)
+    try:
+        return client.sock.recv(1, socket.MSG_PEEK) == b""  # b"": closed, not silent
+    except (BlockingIOError, TimeoutError):
+        return True
+    finally:
+        client.sock.settimeout(10)
+
+
+def test_pipelined_heartbeats_of_other_lanes_run_while_one_waits(daemon: Daemon) -> None:
+    """One connection's heartbeats of different lanes run together; replies stay in order."""
+    with RawClient(daemon.socket) as client:
+        with record_locked(daemon, "heartbeats/pipe-0.json"):
+            client.hello()
+            for n in range(5):
+                client.send_frame(local_request(daemon, p.Heartbeat(agent_id=f"pipe-{n}")))
+            wait_until(lambda: all((daemon.root / f"heartbeats/pipe-{n}.json").exists() for n in range(1, 5)))
+            assert not (daemon.root / "heartbeats/pipe-0.json").exists()
+            assert no_reply_yet(client)  # pipe-1..4 are done, but pipe-0's reply comes first
+        replies = [client.recv() for _ in range(5)]
+    assert [(r.exit_code, r.payload["heartbeat"]["agent_id"]) for r in replies] == \
+        [(0, f"pipe-{n}") for n in range(5)]
+
+
+def test_a_pipelined_request_that_is_not_independent_waits_for_those_before(daemon: Daemon) -> None:
+    """A claim after a waiting heartbeat runs only once it is answered, and a
+    heartbeat of the same lane again or after the claim runs after it."""
+    pipeline = [p.Heartbeat(agent_id="lane-a", status="first"), p.Heartbeat(agent_id="lane-b"),
+                p.Heartbeat(agent_id="lane-a", status="second"),
+                p.Claim(agent_id="lane-c", repo="acme/widgets", target="7"),
+                p.Heartbeat(agent_id="lane-d")]
+    with RawClient(daemon.socket) as client:
+        with record_locked(daemon, "heartbeats/lane-a.json"):
+            client.hello()
+            for request in pipeline:
+                client.send_frame(local_request(daemon, request))
+            wait_until(lambda: (daemon.root / "heartbeats/lane-b.json").exists())
+            time.sleep(0.5)  # what could start has started
+            assert not (daemon.root / "heartbeats/lane-a.json").exists()
+            assert not (daemon.root / "claims/acme/widgets/7.json").exists()
+            assert not (daemon.root / "heartbeats/lane-d.json").exists()
+        replies = [client.recv() for _ in pipeline]
+    assert [r.exit_code for r in replies] == [0] * 5, [r.error for r in replies]
+    assert [r.payload["heartbeat"]["agent_id"] for r in replies if "heartbeat" in r.payload] == \
+        ["lane-a", "lane-b", "lane-a", "lane-d"]
+    assert "claim" in replies[3].payload, replies[3].payload
+    assert json.loads((daemon.root / "heartbeats/lane-a.json").read_text())["status"] == "second"
+    assert (daemon.root / "claims/acme/widgets/7.json").exists()
+
+
+def test_pipelined_requests_of_a_client_that_left_all_complete(daemon: Daemon) -> None:
+    with RawClient(daemon.socket) as client:
+        client.hello()
+        for request in (p.Heartbeat(agent_id="left-0"), p.Claim(agent_id="left-1", repo="acme/widgets",
+                                                                 target="9"), p.Heartbeat(agent_id="left-2")):
+            client.send_frame(local_request(daemon, request))
+    for path in ("heartbeats/left-0.json", "claims/acme/widgets/9.json", "heartbeats/left-2.json"):
+        wait_until(lambda path=path: (daemon.root / path).exists())
+    still_serves(daemon)
+
+
+def test_a_bad_frame_after_pipelined_requests_is_answered_after_their_replies(daemon: Daemon) -> None:
+    with RawClient(daemon.socket) as client:
+        client.hello()
+        for n in range(3):
+            client.send_frame(local_request(daemon, p.Heartbeat(agent_id=f"before-bad-{n}")))
+        client.sock.sendall(b"\x00\x00\x00\x07garbage")
+        replies = [client.recv() for _ in range(4)]
+    assert [r.payload["heartbeat"]["agent_id"] for r in replies[:3]] == [f"before-bad-{n}" for n in range(3)]
+    assert replies[3].exit_code != 0 and "invalid request" in replies[3].error
+    still_serves(daemon)
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to setuid to nobody")
