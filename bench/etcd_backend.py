@@ -14,7 +14,11 @@ etcd with AGENT_COORD_ETCD_ENDPOINTS, then prints
 * heartbeats/s through the daemon from N concurrent raw-socket clients;
 * keep-alive renewals/s: L lanes registered with `claim --keep-alive`
   renewing every R seconds (demand L/R per second); achieved renewals/s,
-  renewal failures and scheduler lag from `agentcoordctl lanes --json`.
+  renewal failures and scheduler lag from `agentcoordctl lanes --json`;
+* a whole listing of --listing claims (10,000), unchanged, from an in-process
+  EtcdStore: ms for the first, for repeats answered from the kept listing
+  after one keys-only range (`min_mod_revision`), for repeats from a store
+  that keeps nothing, and their ratio (`--only-listing` skips the rest).
 
 etcd's data dir decides fsync cost: /tmp here is the machine's disk,
 /dev/shm takes fsync out (not a production setting).
@@ -210,6 +214,45 @@ def renewals(b: Bench, lanes: int, renew_every: float, seconds: float, tag: str)
         list(pool.map(lambda name: b.request(p.LanesStop(agent_id=name)), names))
 
 
+def listing_cost(endpoints: list[str], count: int, repeats: int) -> dict[str, float]:
+    """Median ms of listing `count` claims: first, kept (revalidated), not kept."""
+    import anyio
+
+    from agentcoordd.store.base import list_all
+    from agentcoordd.store.etcd import EtcdStore
+
+    async def timed(store: EtcdStore, n: int) -> float:
+        samples = []
+        for _ in range(n):
+            start = time.perf_counter()
+            assert len((await list_all(store, "claims")).entries) == count
+            samples.append((time.perf_counter() - start) * 1000)
+        return statistics.median(samples)
+
+    async def run() -> dict[str, float]:
+        kept = EtcdStore(endpoints, key_prefix="listbench/", timeout=60)
+        plain = EtcdStore(endpoints, key_prefix="listbench/", timeout=60, listing_memo_bytes=0)
+        try:
+            async with anyio.create_task_group() as tg:
+                limiter = anyio.CapacityLimiter(16)
+
+                async def create(n: int) -> None:
+                    async with limiter:
+                        await kept.create(f"claims/acme/widgets/t{n:05d}.json",
+                                          {"status": "claimed", "repo": "acme/widgets", "target": f"t{n}",
+                                           "agent_id": f"a{n % 200}", "note": "x" * 200})
+
+                for n in range(count):
+                    tg.start_soon(create, n)
+            return {"first": await timed(kept, 1), "kept": await timed(kept, repeats),
+                    "not kept": await timed(plain, repeats)}
+        finally:
+            await kept.aclose()
+            await plain.aclose()
+
+    return anyio.run(run)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--members", default="1,3")
@@ -219,6 +262,8 @@ def main() -> int:
     parser.add_argument("--lanes", default="100,300", help="comma-separated lane counts")
     parser.add_argument("--renew-every", type=float, default=1.0)
     parser.add_argument("--data-dir", default="/tmp", help="parent of the etcd data dirs")
+    parser.add_argument("--listing", type=int, default=10_000, help="claims listed unchanged (0: skip)")
+    parser.add_argument("--only-listing", action="store_true")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up clusters on kill
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpu(s), load {os.getloadavg()[0]:.1f}, "
@@ -229,8 +274,15 @@ def main() -> int:
         cluster = EtcdCluster(data, members).start()
         b = None
         try:
-            b = Bench(base, cluster.endpoints)
             print(f"{members} member(s):", flush=True)
+            if args.listing:
+                ms = listing_cost(cluster.endpoints, args.listing, 5)
+                for which, value in ms.items():
+                    print(f"  listing {args.listing:,} claims, {which}: {value:,.0f} ms", flush=True)
+                print(f"  listing kept / not kept: {ms['kept'] / ms['not kept']:.2f}", flush=True)
+            if args.only_listing:
+                continue
+            b = Bench(base, cluster.endpoints)
             latencies(b, args.runs)
             rate = heartbeat_throughput(b, cluster, args.clients, args.seconds)
             print(f"  {args.clients} raw-socket clients, heartbeats through the daemon: {rate}",

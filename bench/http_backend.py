@@ -349,12 +349,8 @@ def listing_cost(url: str, token: str, owner: str, count: int, repeats: int) -> 
             rows = await timed_lists(store, transport, "first", 1)
             rows += await timed_lists(store, transport, "revalidated", repeats)
         plain = Received()
-        budget, http.LISTING_MEMO_BYTES = http.LISTING_MEMO_BYTES, 0  # the same store, nothing kept
-        try:
-            async with http.HttpStore(url, token, timeout=120, transport=plain) as store:
-                rows += await timed_lists(store, plain, "not kept", repeats)
-        finally:
-            http.LISTING_MEMO_BYTES = budget
+        async with http.HttpStore(url, token, timeout=120, transport=plain, listing_memo_bytes=0) as store:
+            rows += await timed_lists(store, plain, "not kept", repeats)
         return rows
 
     return anyio.run(run)

@@ -9,6 +9,10 @@ How state operations map onto etcd (facts checked against etcd 3.4, issue 10):
 | replace       | txn compare `mod_revision == N` → put; version = `header.revision` |
 | delete        | same compare → `request_delete_range`                              |
 | list          | range `[prefix/, prefix0)` with `limit`, paged from last key + NUL |
+| list again    | keys-only range with `min_mod_revision` = kept revision + 1: no    |
+|               | key and the same `count` → the kept page (`count` is the range's  |
+|               | keys before the filter; were it filtered, every check would fail  |
+|               | and the listing be read again — never a stale page)                |
 | archive move  | one txn: source `mod_revision == N` and `archive/<path>`           |
 |               | `create_revision == 0` → put target + delete source                |
 
@@ -72,6 +76,7 @@ from agentcoordd.store.base import (
     Unavailable,
     Versioned,
 )
+from agentcoordd.store.memo import LISTING_MEMO_BYTES, ListingMemo
 
 # etcd's default --max-request-bytes is 1.5 MiB; base64 grows a value by 4/3
 # and the JSON envelope adds a little, so refuse records that cannot fit.
@@ -409,6 +414,7 @@ class EtcdStore:
         timeout: float = DEFAULT_TIMEOUT,
         page_size: int = DEFAULT_PAGE_SIZE,
         max_attempts: int | None = None,
+        listing_memo_bytes: int = LISTING_MEMO_BYTES,
     ) -> None:
         self.client = EtcdClient(
             endpoints,
@@ -425,6 +431,10 @@ class EtcdStore:
         self.page_size = max(1, page_size)
         self.name = "etcd:" + ",".join(self.client.endpoints) + (f"#{self.key_prefix}" if self.key_prefix else "")
         self.capabilities = Capabilities(archive=self, changes=self)
+        # Listings kept with the revision they were read at: the same listing again
+        # is one keys-only range asking whether anything changed since.
+        self._listings: ListingMemo[tuple[int, int], tuple[list[tuple[str, bytes, str]], str | None]] = \
+            ListingMemo(listing_memo_bytes)
 
     def __repr__(self) -> str:
         return f"EtcdStore({self.name!r}, user={self.client.user!r})"
@@ -566,42 +576,77 @@ class EtcdStore:
         end = _prefix_end(start)
         if cursor is not None:
             start = max(start, self._key(cursor) + b"\0")
-        entries: list[Entry] = []
-        revision: str | None = None
-        next_cursor: str | None = None
         what = f"list {prefix}/"
+        key = (prefix, limit, cursor)
+        kept = self._listings.get(key)
+        if kept is not None and await self._unchanged(start, end, kept[0], what, prefix):
+            rows, next_cursor = kept[1]
+            return Page([Entry(path, self._decode(raw, path), version) for path, raw, version in rows],
+                        next_cursor, False)
+        rows, next_cursor, tag = await self._read_range(start, end, limit, what, prefix)
+        page = Page([Entry(path, self._decode(raw, path), version) for path, raw, version in rows],
+                    next_cursor, False)
+        self._listings.keep(key, tag, (rows, next_cursor), sum(len(raw) + len(path) for path, raw, _ in rows))
+        return page
+
+    async def _read_range(self, start: bytes, end: bytes, limit: int | None, what: str,
+                          prefix: str) -> tuple[list[tuple[str, bytes, str]], str | None, tuple[int, int]]:
+        """(path, raw value, version) rows of the range at one pinned revision, the next
+        cursor, and the tag that validates them: (revision, keys in the range then)."""
+        rows: list[tuple[str, bytes, str]] = []
+        revision: str | None = None
+        keys = 0
+        next_cursor: str | None = None
         while start < end:
-            want = self.page_size if limit is None else min(self.page_size, limit - len(entries))
+            want = self.page_size if limit is None else min(self.page_size, limit - len(rows))
             body: dict[str, Any] = {"key": _b64(start), "range_end": _b64(end), "limit": str(want)}
             if revision is not None:
                 body["revision"] = revision
-            try:
-                reply, _ = await self.client.call("/v3/kv/range", body, what)
-            except _Denied:
-                raise Forbidden(
-                    f"permission denied: {self._who()} may not list {prefix}/ "
-                    "(etcd refuses listings beyond a role's key ranges; treat this read as partial/UNKNOWN)"
-                ) from None
-            except _Compacted:
-                raise Unavailable(f"etcd compacted the revision of an in-progress {what}; retry") from None
-            except EtcdError as exc:
-                raise Unavailable(f"etcd refused {what}: {exc.message}") from None
+            reply = await self._range(body, what, prefix)
             if revision is None:
                 revision = str(reply["header"]["revision"])
+                keys = int(reply.get("count") or 0)
             kvs = reply.get("kvs") or []
             for kv in kvs:
-                raw_key = _unb64(kv.get("key"))
-                path = self._path_of(raw_key)
+                path = self._path_of(_unb64(kv.get("key")))
                 if path is None:
                     continue  # not a record written by agentcoord: skipped, like stray files locally
-                entries.append(Entry(path, self._decode(_unb64(kv.get("value")), path), str(kv["mod_revision"])))
+                rows.append((path, _unb64(kv.get("value")), str(kv["mod_revision"])))
             if not reply.get("more") or not kvs:
                 break
             start = _unb64(kvs[-1].get("key")) + b"\0"
-            if limit is not None and len(entries) >= limit:
-                next_cursor = entries[-1].path
+            if limit is not None and len(rows) >= limit:
+                next_cursor = rows[-1][0]
                 break
-        return Page(entries, next_cursor, False)
+        if revision is None:  # an empty range (a cursor past the prefix): nothing to validate
+            return rows, next_cursor, (0, 0)
+        return rows, next_cursor, (int(revision), keys)
+
+    async def _unchanged(self, start: bytes, end: bytes, tag: tuple[int, int], what: str, prefix: str) -> bool:
+        """Nothing in the range was written since the tag's revision (no key with a
+        later mod_revision) and nothing was deleted (the same number of keys: etcd
+        counts before it filters). No limit: one would be applied before the filter
+        by an etcd that did so, and hide a change."""
+        revision, keys = tag
+        if revision == 0:
+            return False
+        reply = await self._range({"key": _b64(start), "range_end": _b64(end), "keys_only": True,
+                                   "min_mod_revision": str(revision + 1)}, what, prefix)
+        return not reply.get("kvs") and int(reply.get("count") or 0) == keys
+
+    async def _range(self, body: dict[str, Any], what: str, prefix: str) -> dict[str, Any]:
+        try:
+            reply, _ = await self.client.call("/v3/kv/range", body, what)
+        except _Denied:
+            raise Forbidden(
+                f"permission denied: {self._who()} may not list {prefix}/ "
+                "(etcd refuses listings beyond a role's key ranges; treat this read as partial/UNKNOWN)"
+            ) from None
+        except _Compacted:
+            raise Unavailable(f"etcd compacted the revision of an in-progress {what}; retry") from None
+        except EtcdError as exc:
+            raise Unavailable(f"etcd refused {what}: {exc.message}") from None
+        return reply
 
     def _path_of(self, raw_key: bytes) -> str | None:
         if not raw_key.startswith(self._kp):

@@ -63,15 +63,12 @@ from agentcoordd.store.base import (
     Versioned,
     run_singly,
 )
+from agentcoordd.store.memo import LISTING_MEMO_BYTES, ListingMemo
 
 MAX_PAGE = 1000  # the Worker's largest `limit`
 MAX_BATCH = 64  # the Worker's largest POST /v1/batch
 # Without the batch endpoint, a batch is this many single requests at a time.
 FALLBACK_CONCURRENCY = 16
-# Listing pages the Worker tagged with an ETag are kept (oldest dropped first past
-# this many bytes): the same listing again asks If-None-Match, and a 304 — nothing
-# below the prefix changed — reuses the kept body instead of a new transfer.
-LISTING_MEMO_BYTES = 32 * 1024 * 1024
 # Batches whose events are mirrored (GET /v1/events?since=); the oldest is dropped first.
 MIRRORED_BATCHES = 32
 # Capabilities of a Worker are asked again after this long (a Worker may be upgraded).
@@ -125,33 +122,6 @@ class _WirePage(msgspec.Struct):
 def _page(page: _WirePage) -> Page:
     entries = [Entry(e.path, e.data, str(e.version)) for e in page.entries]
     return Page(entries, page.next_cursor or None, bool(page.filtered))
-
-
-class _ListingMemo:
-    """Tagged listing bodies by (prefix, limit, cursor), at most `budget` bytes in all.
-    Bodies, not pages: every caller gets records of its own to change."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.used = 0
-        self._kept: dict[tuple[str, str, str | None], tuple[str, bytes]] = {}
-
-    def get(self, key: tuple[str, str, str | None]) -> tuple[str, bytes] | None:
-        return self._kept.get(key)
-
-    def drop(self, key: tuple[str, str, str | None]) -> None:
-        old = self._kept.pop(key, None)
-        if old is not None:
-            self.used -= len(old[1])
-
-    def keep(self, key: tuple[str, str, str | None], etag: str | None, body: bytes) -> None:
-        self.drop(key)
-        if not etag or len(body) > self.budget:
-            return
-        self._kept[key] = (etag, body)
-        self.used += len(body)
-        while self.used > self.budget:
-            self.drop(next(iter(self._kept)))
 
 
 class _WireWrite(msgspec.Struct):
@@ -308,6 +278,7 @@ class HttpStore:
         connect_timeout: float | None = None,
         read_attempts: int = 3,
         transport: httpx.AsyncBaseTransport | None = None,
+        listing_memo_bytes: int = LISTING_MEMO_BYTES,
     ) -> None:
         url = httpx.URL(base_url)
         if url.scheme not in ("http", "https") or not url.host:
@@ -323,7 +294,9 @@ class HttpStore:
         self._server_caps_at = 0.0
         self._caps_lock = anyio.Lock()
         self._mirrors: dict[str, _Mirror] = {}
-        self._listings = _ListingMemo(LISTING_MEMO_BYTES)
+        # Pages the Worker tagged with an ETag: asked again with If-None-Match, a 304
+        # (nothing below the prefix changed) reuses the kept body.
+        self._listings: ListingMemo[str, bytes] = ListingMemo(listing_memo_bytes)
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -407,7 +380,7 @@ class HttpStore:
         params = {"prefix": prefix, "limit": str(min(limit or MAX_PAGE, MAX_PAGE))}
         if cursor is not None:
             params["cursor"] = cursor
-        key = (prefix, params["limit"], cursor)
+        key = (prefix, limit, cursor)
         kept = self._listings.get(key)
         resp = await self._send("GET", "/v1/state", path=prefix, params=params,
                                 headers={"If-None-Match": kept[0]} if kept else None)
@@ -422,7 +395,7 @@ class HttpStore:
             self._listings.drop(key)
             page, unreadable = self._lenient_page(resp, prefix)
         else:
-            self._listings.keep(key, resp.headers.get("ETag"), resp.content)
+            self._listings.keep(key, resp.headers.get("ETag") or None, resp.content, len(resp.content))
         result = _page(page)
         if unreadable:
             path, reason = unreadable[0]

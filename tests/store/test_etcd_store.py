@@ -304,6 +304,79 @@ async def test_list_skips_keys_that_are_not_state_records(etcd_store: EtcdStore)
     assert [e.path for e in (await etcd_store.list("heartbeats")).entries] == ["heartbeats/a.json"]
 
 
+def recorded_ranges(store: EtcdStore) -> list[dict[str, Any]]:
+    """The range requests `store` sends from now on (each still goes to etcd)."""
+    ranges: list[dict[str, Any]] = []
+    call = store.client.call
+
+    async def recording(api: str, body: dict[str, Any], what: str) -> Any:
+        if api == "/v3/kv/range":
+            ranges.append(body)
+        return await call(api, body, what)
+
+    store.client.call = recording  # type: ignore[method-assign]
+    return ranges
+
+
+async def test_an_unchanged_listing_is_one_keys_only_range(etcd_server: EtcdCluster) -> None:
+    store = EtcdStore(etcd_server.endpoints, key_prefix=f"t-{uuid.uuid4().hex}", page_size=2)
+    try:
+        for i in range(5):
+            await store.create(f"heartbeats/agent-{i}.json", {"i": i})
+        ranges = recorded_ranges(store)
+        first = await store.list("heartbeats")
+        assert len(ranges) == 3  # pages of 2 at one revision
+        again = await store.list("heartbeats")
+        assert len(ranges) == 4 and ranges[3]["keys_only"] is True and "min_mod_revision" in ranges[3]
+        assert again == first
+        again.entries[0].data["i"] = "changed by a caller"  # the caller's copy, never the kept one
+        assert (await store.list("heartbeats")).entries[0].data == {"i": 0}
+    finally:
+        await store.aclose()
+
+
+async def test_a_kept_listing_sees_every_write_of_another_client(etcd_server: EtcdCluster) -> None:
+    """Creates, replaces, deletes, a delete then a re-create, stray keys: after each
+    of 80 random writes by another client, the kept listings (whole, and paged
+    with a cursor) equal what a store that keeps nothing reads."""
+    import random
+
+    prefix = f"t-{uuid.uuid4().hex}"
+    kept = EtcdStore(etcd_server.endpoints, key_prefix=prefix, page_size=2)
+    writer = EtcdStore(etcd_server.endpoints, key_prefix=prefix)
+    fresh = EtcdStore(etcd_server.endpoints, key_prefix=prefix, listing_memo_bytes=0)
+    rng = random.Random(24)
+    versions: dict[str, str] = {}
+    paths = [f"claims/acme/widgets/{n}.json" for n in range(6)]
+
+    async def paged(store: EtcdStore) -> list[tuple[str, Any, str]]:
+        rows, cursor = [], None
+        while True:
+            page = await store.list("claims/acme/widgets", limit=2, cursor=cursor)
+            rows += [(e.path, e.data, e.version) for e in page.entries]
+            if page.next_cursor is None:
+                return rows
+            cursor = page.next_cursor
+
+    try:
+        for step in range(80):
+            path = rng.choice(paths)
+            if path not in versions:
+                versions[path] = await writer.create(path, {"step": step})
+            elif rng.random() < 0.4:
+                await writer.delete(path, versions.pop(path))
+            else:
+                versions[path] = await writer.replace(path, {"step": step}, versions[path])
+            if step % 10 == 5:
+                await put_raw(writer, f"claims/acme/widgets/stray-{step}.txt", b"not a record")
+            truth = await fresh.list("claims")
+            assert await kept.list("claims") == truth, step
+            assert await paged(kept) == [(e.path, e.data, e.version) for e in truth.entries], step
+    finally:
+        for store in (kept, writer, fresh):
+            await store.aclose()
+
+
 # ---- archive moves ------------------------------------------------------------------
 
 
