@@ -144,6 +144,7 @@ class Daemon:
         self.started_at = time.time()
         self.requests = 0
         self.in_flight = 0
+        self._pipelines: set[_Pipeline] = set()  # connections' replies still to send
         self.connections = 0
         self.bad_clients = 0
         self.refused_peers = 0
@@ -283,7 +284,7 @@ class Daemon:
             # Idle connections are waiting for a frame: close them. In-flight
             # requests are shielded and finish before their task ends.
             with anyio.move_on_after(DRAIN_TIMEOUT):
-                while self.in_flight:
+                while self.in_flight or any(pipeline.outstanding for pipeline in self._pipelines):
                     await anyio.sleep(0.02)
             connections.cancel_scope.cancel()
         await self.svc.aclose()  # final save of the keep-alive lanes, stores closed
@@ -456,15 +457,21 @@ class Daemon:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             gone = True
         pipeline = _Pipeline(gone)
-        failure: BadClient | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._reply_in_order, stream, pipeline)
-            try:
-                await self._requests(reader, decoder, stream, pipeline, tg, log)
-            except BadClient as exc:
-                failure = exc  # answered after the replies before it
-            finally:
-                pipeline.slots_out.close()  # the replier sends what is started, then ends
+        failure: Exception | None = None
+        self._pipelines.add(pipeline)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._reply_in_order, stream, pipeline)
+                try:
+                    await self._requests(reader, decoder, stream, pipeline, tg, log)
+                except Exception as exc:  # noqa: BLE001 - raised below, after the replies before it
+                    failure = exc
+                finally:
+                    pipeline.slots_out.close()  # the replier sends what is started, then ends
+        except BaseExceptionGroup as group:
+            raise _single(group) from None  # the connection's boundary sees what a plain read raised
+        finally:
+            self._pipelines.discard(pipeline)
         if failure is not None:
             raise failure
         if pipeline.gone:
@@ -489,10 +496,13 @@ class Daemon:
             request = _decode(decoder, body)
             if isinstance(request, p.Hello):
                 raise BadClient("second hello", reply="agentcoordd: protocol error: repeated Hello")
-            touches = _independent(request)
+            # Small frames only: what a connection holds decoded at once stays bounded.
+            touches = _independent(request) if len(body) <= self.limits.hello_frame else None
             # Every request a client sent is run, also after it left (unanswered).
             if touches is None or touches & pipeline.touched:
                 await pipeline.drained()
+                if self._stop is not None and self._stop.is_set():
+                    return
             if touches is not None:
                 slot = _Slot(touches)
                 pipeline.touched |= touches
@@ -609,6 +619,13 @@ def _independent(request: Any) -> frozenset[tuple[str, ...]] | None:
             touches.add(("target", request.repo or "", request.target or ""))
         return frozenset(touches)
     return None
+
+
+def _single(group: BaseExceptionGroup) -> BaseException:
+    """A task group's only error itself (a group of several stays a group)."""
+    while len(group.exceptions) == 1 and isinstance(group.exceptions[0], BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group.exceptions[0] if len(group.exceptions) == 1 else group
 
 
 def _as_sent(request: Any, response: p.Response) -> p.Response:

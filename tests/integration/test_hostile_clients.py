@@ -181,7 +181,8 @@ def wait_until(predicate, timeout: float = 20.0) -> None:
 def no_reply_yet(client: RawClient) -> bool:
     client.sock.settimeout(0.05)
     try:
-        return client.sock.recv(1, socket.MSG_PEEK) == b""  # b"": closed, not silent
+        client.sock.recv(1, socket.MSG_PEEK)
+        return False  # a byte waits (or b"": the connection closed): not silent
     except (BlockingIOError, TimeoutError):
         return True
     finally:
@@ -204,12 +205,12 @@ def test_pipelined_heartbeats_of_other_lanes_run_while_one_waits(daemon: Daemon)
 
 
 def test_a_pipelined_request_that_is_not_independent_waits_for_those_before(daemon: Daemon) -> None:
-    """A claim after a waiting heartbeat runs only once it is answered, and a
-    heartbeat of the same lane again or after the claim runs after it."""
+    """A claim after a waiting heartbeat runs only once that is answered, though a
+    heartbeat of another lane next to it ran; a heartbeat of the same lane again
+    runs after the first."""
     pipeline = [p.Heartbeat(agent_id="lane-a", status="first"), p.Heartbeat(agent_id="lane-b"),
-                p.Heartbeat(agent_id="lane-a", status="second"),
                 p.Claim(agent_id="lane-c", repo="acme/widgets", target="7"),
-                p.Heartbeat(agent_id="lane-d")]
+                p.Heartbeat(agent_id="lane-a", status="second"), p.Heartbeat(agent_id="lane-d")]
     with RawClient(daemon.socket) as client:
         with record_locked(daemon, "heartbeats/lane-a.json"):
             client.hello()
@@ -224,19 +225,38 @@ def test_a_pipelined_request_that_is_not_independent_waits_for_those_before(daem
     assert [r.exit_code for r in replies] == [0] * 5, [r.error for r in replies]
     assert [r.payload["heartbeat"]["agent_id"] for r in replies if "heartbeat" in r.payload] == \
         ["lane-a", "lane-b", "lane-a", "lane-d"]
-    assert "claim" in replies[3].payload, replies[3].payload
+    assert "claim" in replies[2].payload, replies[2].payload
     assert json.loads((daemon.root / "heartbeats/lane-a.json").read_text())["status"] == "second"
     assert (daemon.root / "claims/acme/widgets/7.json").exists()
 
 
+def test_pipelined_heartbeats_naming_one_claim_run_one_after_the_other(daemon: Daemon) -> None:
+    pipeline = [p.Heartbeat(agent_id="lane-y", repo="acme/widgets", target="8"),
+                p.Heartbeat(agent_id="lane-z", repo="acme/widgets", target="8")]
+    with RawClient(daemon.socket) as client:
+        with record_locked(daemon, "heartbeats/lane-y.json"):
+            client.hello()
+            for request in pipeline:
+                client.send_frame(local_request(daemon, request))
+            time.sleep(1.0)  # lane-z's own record is free: only the shared claim holds it back
+            assert not (daemon.root / "heartbeats/lane-z.json").exists()
+        replies = [client.recv() for _ in pipeline]
+    assert [(r.exit_code, r.payload["heartbeat"]["agent_id"]) for r in replies] == [(0, "lane-y"), (0, "lane-z")]
+
+
 def test_pipelined_requests_of_a_client_that_left_all_complete(daemon: Daemon) -> None:
     with RawClient(daemon.socket) as client:
-        client.hello()
+        client.send_frame(p.Hello(protocol=p.PROTOCOL_VERSION, client="raw-test"))
+        client.sock.recv(1, socket.MSG_PEEK)  # the welcome arrived; left unread, so the close resets
         for request in (p.Heartbeat(agent_id="left-0"), p.Claim(agent_id="left-1", repo="acme/widgets",
                                                                  target="9"), p.Heartbeat(agent_id="left-2")):
             client.send_frame(local_request(daemon, request))
     for path in ("heartbeats/left-0.json", "claims/acme/widgets/9.json", "heartbeats/left-2.json"):
         wait_until(lambda path=path: (daemon.root / path).exists())
+    # Its end is one line, whichever way the kernel told it (EPIPE on a reply, or
+    # ECONNRESET on the next read after the unread welcome), never a traceback.
+    wait_until(lambda: bad_client_lines(daemon))
+    assert not [e for e in daemon.log_events() if e.get("event") == "connection failed; dropped it"]
     still_serves(daemon)
 
 
