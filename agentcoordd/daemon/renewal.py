@@ -70,6 +70,8 @@ class Schedule:
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.lanes: dict[str, Lane] = {}
+        # Lanes with a watched process: the pid check walks these, not every lane.
+        self.watched: dict[str, Lane] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._seq = 0
         self.rng = rng or random.Random()
@@ -82,6 +84,10 @@ class Schedule:
         lane.touched = lane.touched or now
         lane.next_due = now if due_now else now + jittered(lane.renew_every, self.rng)
         self.lanes[lane.key] = lane
+        if lane.info.get("watch_pid"):
+            self.watched[lane.key] = lane
+        else:
+            self.watched.pop(lane.key, None)
         self._push(lane)
 
     def touch(self, key: str, now: float) -> None:
@@ -97,6 +103,7 @@ class Schedule:
         return lane
 
     def forget(self, key: str) -> Lane | None:
+        self.watched.pop(key, None)
         return self.lanes.pop(key, None)
 
     def next_deadline(self) -> float | None:
@@ -190,8 +197,8 @@ class RenewalLoop:
         self.pid_alive = pid_alive
         self.on_tick = on_tick
         self.max_sleep = max_sleep
-        # Checking watched pids walks every lane: with thousands of lanes and a
-        # wake per deadline, do it at most this often.
+        # Checking watched pids costs a kill(0) per watched lane: with thousands
+        # of them and a wake per deadline, do it at most this often.
         self.watch_interval = watch_interval
         # Renew what is due in small batches instead of waking once per deadline
         # (thousands of lanes): a lane is at most min_sleep late.
@@ -243,7 +250,7 @@ class RenewalLoop:
                         tg.start_soon(self._renew_one, lane)
 
     async def _check_watched(self, now: float) -> None:
-        for lane in list(self.schedule.lanes.values()):
+        for lane in list(self.schedule.watched.values()):
             pid = lane.info.get("watch_pid")
             if lane.live and pid and not self.pid_alive(pid):
                 await self._end(lane, "watched_process_exited")

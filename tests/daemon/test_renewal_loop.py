@@ -120,3 +120,30 @@ async def test_due_lanes_are_handed_over_in_bounded_batches() -> None:
         await loop.run()
     assert sorted(sizes) == [2, 4, 4]
     assert all(lane.state == "active" and lane.last_success is not None for lane in schedule.lanes.values())
+
+
+async def test_the_pid_check_asks_only_about_watched_lanes_and_ends_the_dead_ones() -> None:
+    schedule, timer = Schedule(random.Random(1)), Timer()
+    for n in range(1000):
+        schedule.add(Lane(key=f"plain-{n}", ttl=30.0, renew_every=10.0), timer())
+    watched = Lane(key="w", ttl=30.0, renew_every=10.0, info={"watch_pid": 4242})
+    schedule.add(watched, timer())
+    # Re-registered without a watched process: no longer checked.
+    schedule.add(Lane(key="r", ttl=30.0, renew_every=10.0, info={"watch_pid": 4343}), timer())
+    schedule.forget("r")
+    schedule.add(Lane(key="r", ttl=30.0, renew_every=10.0), timer())
+    asked: list[int] = []
+
+    def pid_alive(pid: int) -> bool:
+        asked.append(pid)
+        return False
+
+    loop = _loop(schedule, timer, renew=None, pid_alive=pid_alive)
+    await loop._check_watched(timer())
+    assert asked == [4242]
+    assert (watched.state, watched.end_reason) == ("ended", "watched_process_exited")
+    assert all(lane.live for key, lane in schedule.lanes.items() if key != "w")
+    schedule.forget("w")
+    asked.clear()
+    await loop._check_watched(timer())
+    assert asked == [] and "w" not in schedule.watched
