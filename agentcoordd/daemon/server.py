@@ -416,6 +416,8 @@ class Daemon:
                 exit_code=p.EXIT_OPERATIONAL,
             )
         try:
+            if len(reader.buffer) >= size:  # read with its header: no wait to bound
+                return await reader.receive_exactly(size)
             with anyio.fail_after(FRAME_TIMEOUT):
                 return await reader.receive_exactly(size)
         except (anyio.IncompleteRead, anyio.EndOfStream):

@@ -6,8 +6,9 @@ concurrent writers in one directory share that fsync; `replace_private`
 replaces a whole 0600 file atomically (temp file, fsync, rename, directory
 fsync) — the daemon's lanes file and the outbox rewrite. `locked_file` is the
 cross-process lock beside such a file. Temp files are named
-`.<name>.tmp-<pid>-<random>`; `sweep_stale_temps` removes only those whose
-writer process is gone, never a live writer's.
+`.<name>.tmp-<pid>-<hex>` (a random prefix per process, then a counter);
+`sweep_stale_temps` removes only those whose writer process is gone, never a
+live writer's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import os
 import re
 import secrets
@@ -44,9 +46,20 @@ def parse_mode(text: str) -> int:
     return mode
 
 
+# A random prefix per process, then a counter: unique among this pid's writes
+# without a getrandom call per write (O_EXCL still refuses a leftover).
+_TEMP_PREFIX = secrets.token_hex(4)
+_temp_counter = itertools.count()
+
+
+def temp_suffix() -> str:
+    """`<pid>-<hex>` of a new temp name (the part TEMP_NAME's sweep reads)."""
+    return f"{os.getpid()}-{_TEMP_PREFIX}{next(_temp_counter):x}"
+
+
 def temp_path(path: str | os.PathLike[str]) -> str:
     directory, name = os.path.split(os.fspath(path))
-    return os.path.join(directory, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+    return os.path.join(directory, f".{name}.tmp-{temp_suffix()}")
 
 
 def write_all(fd: int, data: bytes) -> None:

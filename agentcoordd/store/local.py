@@ -31,7 +31,6 @@ import errno
 import fcntl
 import hashlib
 import os
-import secrets
 import stat
 import threading
 import time
@@ -73,6 +72,7 @@ from agentcoordd.store.files import (
     file_mode,
     fsync_dir,
     sweep_stale_temps,
+    temp_suffix,
     write_all,
 )
 
@@ -567,7 +567,7 @@ class LocalStore:
 
     def _atomic_write(self, full: str, body: bytes, path: str) -> None:
         directory, _, name = full.rpartition("/")
-        tmp = f"{directory}/.{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        tmp = f"{directory}/.{name}.tmp-{temp_suffix()}"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                          self._file_mode)

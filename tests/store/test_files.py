@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentcoordd.store.files import replace_private
+from agentcoordd.store.files import TEMP_NAME, replace_private, temp_path
 
 
 def test_replace_private_writes_0600_atomically_and_leaves_no_temp(tmp_path: Path) -> None:
@@ -34,3 +34,11 @@ def test_a_failed_replace_keeps_the_old_file_and_removes_the_temp(tmp_path: Path
     assert path.read_bytes() == b"old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["outbox.jsonl"]
 
+
+
+def test_temp_names_are_unique_per_process_and_read_by_the_stale_sweep(tmp_path: Path) -> None:
+    names = [os.path.basename(temp_path(tmp_path / "1.json")) for _ in range(10_000)]
+    assert len(set(names)) == len(names)
+    for name in (names[0], names[-1]):
+        match = TEMP_NAME.match(name)
+        assert match is not None and int(match.group(1)) == os.getpid()
