@@ -35,8 +35,6 @@ from agentcoordd.model.records import (
     ARCHIVE_SCHEMA_VERSION,
     ARCHIVED_RECORD,
     COMPACTED_EVENTS,
-    Batch,
-    Claim,
     Event,
     Heartbeat,
     LaneClosed,

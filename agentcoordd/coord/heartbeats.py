@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from agentcoordd.coord.cas import Put, cas_update
@@ -10,7 +9,6 @@ from agentcoordd.coord.common import metadata_fields, positive_ttl, text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.events import emit, lifecycle_fields
 from agentcoordd.model import ids
-from agentcoordd.model.errors import UsageError
 from agentcoordd.model.identity import stamp_attribution
 from agentcoordd.model.records import SCHEMA_VERSION, Heartbeat, Metadata, load, try_load
 from agentcoordd.model.status import DEFAULT_HEARTBEAT_STATUS, normalize_status

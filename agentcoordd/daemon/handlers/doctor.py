@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import time
 from collections.abc import Mapping
 from typing import Any
 
