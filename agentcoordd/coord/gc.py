@@ -452,11 +452,12 @@ async def gc(
 # the archives, delete the sources) is one batch — one round trip (HTTP), one
 # round with one fsync per directory (local files) — or, where a store has no
 # batches (etcd), its single calls a few at a time. This many chunks run at
-# once, so one's disk waits overlap another's work; 4 x 8 single calls fit an
-# etcd store's connection pool.
+# once, so one's disk waits overlap another's work, and a local store's round
+# threads (four) take two chunks per round, one directory fsync for both; 8 x 4
+# single calls fit an etcd store's connection pool.
 BATCH_ACTIONS = 32
-PARALLEL_CHUNKS = 4
-SINGLE_CALLS_PER_CHUNK = 8
+PARALLEL_CHUNKS = 8
+SINGLE_CALLS_PER_CHUNK = 4
 
 
 async def _apply_all(ctx: Ctx, actions: list[Action], progress: Progress | None) -> None:
