@@ -453,8 +453,8 @@ async def gc(
 # round with one fsync per directory (local files) — or, where a store has no
 # batches (etcd), its single calls a few at a time. This many chunks run at
 # once, so one's disk waits overlap another's work, and a local store's round
-# threads (four) take two chunks per round, one directory fsync for both; 8 x 4
-# single calls fit an etcd store's connection pool.
+# threads (store/rounds.py) take more than one chunk per round, one directory
+# fsync for them all; 8 x 4 single calls fit an etcd store's connection pool.
 BATCH_ACTIONS = 32
 PARALLEL_CHUNKS = 8
 SINGLE_CALLS_PER_CHUNK = 4
