@@ -1,7 +1,7 @@
 """Durable, private file writes shared by the local store and the daemon's own files.
 
-`write_all` loops over short writes (os.write may write less than asked) and
-fsyncs; `fsync_dir` makes a rename or unlink durable, and `DirSync` lets
+`write_whole` loops over short writes (os.write may write less than asked),
+`write_all` also fsyncs; `fsync_dir` makes a rename or unlink durable, and `DirSync` lets
 concurrent writers in one directory share that fsync; `replace_private`
 replaces a whole 0600 file atomically (temp file, fsync, rename, directory
 fsync) — the daemon's lanes file and the outbox rewrite. `locked_file` is the
@@ -62,11 +62,16 @@ def temp_path(path: str | os.PathLike[str]) -> str:
     return os.path.join(directory, f".{name}.tmp-{temp_suffix()}")
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write every byte of `data` to `fd`, then fsync it."""
+def write_whole(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd` (os.write may write less than asked)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd`, then fsync it."""
+    write_whole(fd, data)
     os.fsync(fd)
 
 

@@ -17,9 +17,10 @@
   a reader sees the old record or the new one, never half of one. The
   directory fsync is group-committed (`files.DirSync`): writers in one
   directory at the same time share one, and each returns only once its own
-  rename is durable. `group_commit()` lets one thread write many records and
-  fsync each touched directory once at the end (the daemon's batched
-  heartbeat renewals).
+  rename is durable. Inside `group_commit()` (a write round, the daemon's
+  batched renewals) one thread's writes are published together
+  (store/commit.py): their temp files fsynced at once, then renamed, then
+  each touched directory fsynced once.
 * Records are pretty-printed JSON (2-space indent) with a trailing newline.
 * The root may be a symlink (operator's choice); anything below it fails closed.
 """
@@ -65,6 +66,7 @@ from agentcoordd.store.base import (
 )
 from agentcoordd.model.errors import UsageError
 from agentcoordd.store.history import JsonlHistory, JsonlReader
+from agentcoordd.store.commit import Commit
 from agentcoordd.store.rounds import Rounds
 from agentcoordd.store.files import (
     PRIVATE_DIR_MODE,
@@ -73,7 +75,7 @@ from agentcoordd.store.files import (
     fsync_dir,
     sweep_stale_temps,
     temp_suffix,
-    write_all,
+    write_whole,
 )
 
 T = TypeVar("T")
@@ -129,8 +131,8 @@ class LocalStore:
         self.name = f"local:{self.root}"
         # Hot paths join plain strings: pathlib showed up in per-renewal CPU.
         self._root = os.fspath(self.root)
-        # Per-thread set of directories whose fsync is deferred (group_commit).
-        self._deferred = threading.local()
+        # Per thread: its group commit (`commit`), how long it spins on a busy lock (`lock_spin`).
+        self._local = threading.local()
         # Concurrent writers in one directory share its fsync (looked up per call: tests count them).
         self._dir_sync = DirSync(lambda directory: self._fsync_dir(directory))
         self._rounds = Rounds(self._round_commit, name=f"agentcoord-rounds:{self._root}")
@@ -315,37 +317,34 @@ class LocalStore:
 
     @contextlib.contextmanager
     def group_commit(self) -> Iterator[None]:
-        """Writes by this thread inside the block fsync their directory once, at the end.
+        """Writes by this thread inside the block are published together at its end
+        (store/commit.py); a write that could not be made durable raises there.
 
-        Each record is still written whole (temp file fsynced, then renamed), so
-        a crash before the directory fsync can only lose the rename: the
-        previous, complete record stays. A failing directory fsync raises here.
+        Each record is still written whole and fsynced before its rename, so a
+        crash before the end can only lose renames: the previous, complete
+        records stay.
         """
-        if getattr(self._deferred, "dirs", None) is not None:
-            yield  # nested: the outer block syncs
+        if getattr(self._local, "commit", None) is not None:
+            yield  # nested: the outer block publishes
             return
-        dirs: set[str] = set()
-        self._deferred.dirs = dirs
-        try:
+        with self._committing(LOCK_SPIN_SECONDS) as commit:
             yield
-        finally:
-            self._deferred.dirs = None
-            for directory in sorted(dirs):
-                try:
-                    self._dir_sync.sync(directory)
-                except OSError as exc:
-                    shown = os.path.relpath(directory, self._root)
-                    raise self._os_error("cannot sync", shown, exc) from None
+        if commit.failed:
+            raise next(iter(commit.failed.values()))
+
+    def _round_commit(self) -> contextlib.AbstractContextManager[Commit]:
+        """A round of record calls (store.rounds): busy locks not waited for."""
+        return self._committing(0.0)
 
     @contextlib.contextmanager
-    def _round_commit(self) -> Iterator[None]:
-        """A round of record calls (store.rounds): one group commit, busy locks not waited for."""
-        self._deferred.lock_spin = 0.0
+    def _committing(self, lock_spin: float) -> Iterator[Commit]:
+        commit = Commit(self._dir_sync, self._os_error, self._root)
+        self._local.commit, self._local.lock_spin = commit, lock_spin
         try:
-            with self.group_commit():
-                yield
+            yield commit
         finally:
-            self._deferred.lock_spin = LOCK_SPIN_SECONDS
+            self._local.commit, self._local.lock_spin = None, LOCK_SPIN_SECONDS
+            commit.finish()
 
     def get_sync(self, path: str) -> Versioned | None:
         full = self._checked(path)
@@ -505,6 +504,7 @@ class LocalStore:
                 raise self._os_error("cannot create directory for", path, exc) from None
 
     def _read_bytes(self, full: str, path: str) -> bytes | None:
+        self._publish_pending(full)
         try:
             fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -532,8 +532,17 @@ class LocalStore:
         except msgspec.DecodeError:
             raise InvalidRecord(f"invalid JSON in record {path}") from None
 
+    def _publish_pending(self, full: str) -> None:
+        """This thread's commit still holds a write of `full`: publish it first."""
+        commit: Commit | None = getattr(self._local, "commit", None)
+        if commit is not None and commit.holds(full):
+            commit.publish()
+
     @contextlib.contextmanager
     def _locked(self, full: str, path: str) -> Iterator[None]:
+        """flock `<full>.lock` around the block; a write the block left pending in this
+        thread's commit keeps the lock until it is published."""
+        self._publish_pending(full)
         lock_path = full + ".lock"
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -546,11 +555,13 @@ class LocalStore:
             self._acquire(fd, f"{path}.lock")
             yield
         finally:
-            os.close(fd)  # closing releases the flock; the lock file stays
+            commit: Commit | None = getattr(self._local, "commit", None)
+            if commit is None or not commit.keep_lock(full, fd):
+                os.close(fd)  # closing releases the flock; the lock file stays
 
     def _acquire(self, fd: int, shown: str) -> None:
         """flock within LOCK_SPIN_SECONDS, else LockBusy (the async caller waits on, threadless)."""
-        give_up = time.monotonic() + getattr(self._deferred, "lock_spin", LOCK_SPIN_SECONDS)
+        give_up = time.monotonic() + getattr(self._local, "lock_spin", LOCK_SPIN_SECONDS)
         retry = 0
         while True:
             try:
@@ -566,17 +577,29 @@ class LocalStore:
             time.sleep(pause)
 
     def _atomic_write(self, full: str, body: bytes, path: str) -> None:
+        """Temp file, fsync, rename, directory fsync — or, inside a group commit,
+        the temp file written and handed to the commit, which does the rest."""
         directory, _, name = full.rpartition("/")
         tmp = f"{directory}/.{name}.tmp-{temp_suffix()}"
+        commit: Commit | None = getattr(self._local, "commit", None)
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                          self._file_mode)
+        except OSError as exc:
+            raise self._os_error("cannot write", path, exc) from None
+        try:
             try:
                 if self._loosened:
                     os.fchmod(fd, self._file_mode)
-                write_all(fd, body)
-            finally:
+                write_whole(fd, body)
+                if commit is not None:
+                    commit.defer(full, path, fd, tmp)
+                    return
+                os.fsync(fd)
+            except BaseException:
                 os.close(fd)
+                raise
+            os.close(fd)
             os.replace(tmp, full)
             self._dir_changed(directory)
         except OSError as exc:
@@ -585,13 +608,13 @@ class LocalStore:
             raise self._os_error("cannot write", path, exc) from None
 
     def _dir_changed(self, directory: str) -> None:
-        """An entry of `directory` was renamed in or unlinked: fsync it now, or at
-        the end of this thread's group commit."""
-        deferred = getattr(self._deferred, "dirs", None)
-        if deferred is None:
+        """An entry of `directory` was renamed in or unlinked: fsync it now, or when
+        this thread's group commit finishes."""
+        commit: Commit | None = getattr(self._local, "commit", None)
+        if commit is None:
             self._dir_sync.sync(directory)
         else:
-            deferred.add(directory)
+            commit.changed(directory)
 
     _fsync_dir = staticmethod(fsync_dir)
 

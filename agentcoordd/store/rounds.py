@@ -1,15 +1,19 @@
-"""Record calls of a local store on a few threads of its own, in rounds.
+"""Record calls of a local store on one thread of its own, in rounds.
 
 Through the shared thread pool every record call costs a hop: a worker woken,
 the event loop woken for the result, and GIL hand-offs between them — on two
-cores that, not the disk, bounded heartbeats per second. Here a thread takes
-*every* call queued since its last round, runs them one after another under
-one group commit (each record still written whole and fsynced; each touched
-directory fsynced once, at the end of the round) and wakes each event loop
-once for the whole round. A caller's result arrives only after its round's
-directory fsyncs, so an acknowledged write is durable; when they fail, every
-call of the round fails with that error (its writes are not known to be
-durable).
+cores that, not the disk, bounded heartbeats per second. Here the store's
+round thread takes *every* call queued since its last round and runs them one
+after another inside one group commit (store/commit.py: the round's temp
+files fsynced together, then renamed, each touched directory fsynced once),
+then wakes each event loop once for the whole round. Calls that arrive during
+a round wait for the next one, so the busier the store, the more each round
+shares. A caller's result arrives only after its writes are durable; a write
+the commit could not make durable fails the call it belongs to.
+
+One thread, not several: their fsyncs overlap inside the commit anyway, and
+more threads only added GIL hand-offs (39 context switches per heartbeat with
+four threads, 7–12 with one).
 
 A busy record lock is not waited for here (one foreign holder must not stall a
 round): the call fails with LockBusy at once and the async caller retries
@@ -24,8 +28,8 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Hashable
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -33,6 +37,14 @@ import anyio.to_thread
 T = TypeVar("T")
 
 IDLE_SECONDS = 10.0  # a round thread with nothing to do for this long ends
+
+
+class RoundCommit(Protocol):
+    """What a round runs in: each call's writes are charged to `owner` (its index);
+    `failed` names, after the block, the calls whose writes did not become durable."""
+
+    owner: Hashable
+    failed: dict[Hashable, Exception]
 
 
 class _Call:
@@ -59,17 +71,17 @@ def _settle(calls: list[_Call]) -> None:
 
 
 class Rounds:
-    """Up to `threads` round threads for one store; `group_commit()` wraps each round."""
+    """One round thread for one store (started on demand, ended when idle);
+    `commit()` wraps each round."""
 
-    def __init__(self, group_commit: Callable[[], contextlib.AbstractContextManager[None]], *,
-                 threads: int = 4, name: str = "agentcoord-rounds") -> None:
-        self._group_commit = group_commit
-        self._max_threads = threads
+    def __init__(self, commit: Callable[[], contextlib.AbstractContextManager[RoundCommit]], *,
+                 name: str = "agentcoord-rounds") -> None:
+        self._commit = commit
         self._name = name
         self._queued: collections.deque[_Call] = collections.deque()
         self._changed = threading.Condition(threading.Lock())
-        self._threads = 0
-        self._idle = 0
+        self._running = False  # the round thread exists
+        self._idle = False  # ... and waits for calls
         self.rounds = 0  # rounds run (benchmarks and tests read it)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -80,7 +92,11 @@ class Rounds:
         call = _Call(loop, fn, args)
         with self._changed:
             self._queued.append(call)
-            self._wake_one()
+            if self._idle:
+                self._changed.notify()
+            elif not self._running:
+                self._running = True
+                threading.Thread(target=self._work, name=self._name, daemon=True).start()
         # Like a pool thread's call, a started call is waited for even when cancelled:
         # its write may already be on disk, and the caller must not report otherwise.
         with anyio.CancelScope(shield=True):
@@ -93,44 +109,36 @@ class Rounds:
                 self._round(calls)
         except BaseException:
             with self._changed:
-                self._threads -= 1
+                self._running = False
             raise
 
     def _next_calls(self) -> list[_Call] | None:
-        """The calls of this thread's next round; None when it has been idle too long (and ends)."""
+        """Every call queued so far; None when idle too long (the thread then ends)."""
         with self._changed:
             while not self._queued:
-                self._idle += 1
+                self._idle = True
                 woken = self._changed.wait(IDLE_SECONDS)
-                self._idle -= 1
+                self._idle = False
                 if not woken and not self._queued:
-                    self._threads -= 1
+                    self._running = False
                     return None
-            # Share the queue with the other round threads: their fsyncs run in parallel.
-            take = -(-len(self._queued) // self._max_threads)
-            calls = [self._queued.popleft() for _ in range(take)]
-            if self._queued:
-                self._wake_one()
+            calls = list(self._queued)
+            self._queued.clear()
             return calls
-
-    def _wake_one(self) -> None:
-        """With the lock held: an idle round thread takes the queue, or a new one starts."""
-        if self._idle:
-            self._changed.notify()
-        elif self._threads < self._max_threads:
-            self._threads += 1
-            threading.Thread(target=self._work, name=self._name, daemon=True).start()
 
     def _round(self, calls: list[_Call]) -> None:
         self.rounds += 1
         try:
-            with self._group_commit():
-                for call in calls:
+            with self._commit() as commit:
+                for index, call in enumerate(calls):
+                    commit.owner = index
                     try:
                         call.result, call.ok = call.fn(*call.args), True
                     except Exception as exc:  # noqa: BLE001 - the caller's outcome, raised there
                         call.result = exc
-        except Exception as exc:  # noqa: BLE001 - the round's directory fsync failed
+            for index, error in commit.failed.items():
+                calls[index].result, calls[index].ok = error, False  # type: ignore[index]
+        except Exception as exc:  # noqa: BLE001 - the commit itself broke: no write is known durable
             for call in calls:
                 call.result, call.ok = exc, False
         by_loop: dict[asyncio.AbstractEventLoop, list[_Call]] = {}

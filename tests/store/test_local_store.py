@@ -402,11 +402,134 @@ def test_group_commit_syncs_each_touched_directory_once_at_the_end(store, root, 
         for path in paths:
             current = store.get_sync(path)
             store.write_sync(path, {"n": 1}, current.version)
-            assert json.loads((root / path).read_text()) == {"n": 1}  # visible at once
         assert synced == []  # nothing synced yet
+        # Others still see the old records: each is shown (renamed) with the others at the end.
+        assert all(json.loads((root / path).read_text()) == {"n": 0} for path in paths)
+    assert all(json.loads((root / path).read_text()) == {"n": 1} for path in paths)
     assert sorted(synced) == [str(root / "claims/acme/w"), str(root / "heartbeats")]
     store.write_sync(paths[0], {"n": 2}, store.get_sync(paths[0]).version)
     assert len(synced) == 3  # outside the block: one sync per write again
+    assert leftovers(root) == []
+
+
+def _count_fsync_batches(monkeypatch) -> list[int]:
+    """How many temp files each publish of a group commit fsynced together."""
+    import agentcoordd.store.commit as commit
+
+    batches: list[int] = []
+    real = commit.fsync_many
+
+    def counting(fds):
+        batches.append(len(fds))
+        return real(fds)
+
+    monkeypatch.setattr(commit, "fsync_many", counting)
+    return batches
+
+
+def test_a_group_commits_temp_files_are_fsynced_together_before_any_rename(store, root, monkeypatch):
+    batches = _count_fsync_batches(monkeypatch)
+    with store.group_commit():
+        for n in range(10):
+            store.write_sync(f"heartbeats/agent-{n}.json", {"n": n}, None)
+        assert not any((root / f"heartbeats/agent-{n}.json").exists() for n in range(10))
+        assert len(leftovers(root)) == 10  # written whole, waiting for the commit
+    assert batches == [10]
+    assert [json.loads((root / f"heartbeats/agent-{n}.json").read_text()) for n in range(10)] == \
+        [{"n": n} for n in range(10)]
+    assert leftovers(root) == []
+
+
+def test_a_group_commit_holds_each_records_lock_until_it_is_shown(store, root):
+    import fcntl
+
+    def lock_is_free(path: str) -> bool:
+        fd = os.open(root / f"{path}.lock", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    store.write_sync(CLAIM, RECORD, None)
+    with store.group_commit():
+        store.write_sync(CLAIM, {**RECORD, "status": "x"}, store.get_sync(CLAIM).version)
+        assert not lock_is_free(CLAIM)  # agent-coord cannot read-check-write in between
+    assert lock_is_free(CLAIM)
+    assert json.loads((root / CLAIM).read_text())["status"] == "x"
+
+
+def test_a_record_written_twice_in_one_commit_is_shown_before_its_second_write(store, root):
+    with store.group_commit():
+        first = store.write_sync(CLAIM, {**RECORD, "n": 1}, None)
+        assert store.get_sync(CLAIM).data["n"] == 1  # this thread reads its own write
+        second = store.write_sync(CLAIM, {**RECORD, "n": 2}, first)  # CAS on the first's version
+        with pytest.raises(Conflict):
+            store.write_sync(CLAIM, {**RECORD, "n": 3}, first)  # stale: the second one won
+    assert store.get_sync(CLAIM).version == second
+    assert leftovers(root) == []
+
+
+def test_a_temp_file_that_does_not_fsync_fails_its_own_write_only(store, root, monkeypatch):
+    import agentcoordd.store.commit as commit
+
+    real = commit.fsync_many
+
+    def second_fails(fds):
+        results = real(fds)
+        results[1] = OSError(5, "Input/output error")
+        return results
+
+    store.write_sync("heartbeats/b.json", {"n": 0}, None)
+    monkeypatch.setattr(commit, "fsync_many", second_fails)
+    with store._committing(0.0) as round_:
+        for owner, name in enumerate("abc"):
+            round_.owner = owner
+            path = f"heartbeats/{name}.json"
+            current = store.get_sync(path)
+            store.write_sync(path, {"n": 1}, None if current is None else current.version)
+    assert list(round_.failed) == [1]
+    assert "Input/output error" in str(round_.failed[1]) and "heartbeats/b.json" in str(round_.failed[1])
+    assert json.loads((root / "heartbeats/b.json").read_text()) == {"n": 0}  # not shown: old record kept
+    assert json.loads((root / "heartbeats/a.json").read_text()) == {"n": 1}
+    assert json.loads((root / "heartbeats/c.json").read_text()) == {"n": 1}
+    assert leftovers(root) == []
+
+
+async def test_a_round_whose_temp_file_does_not_fsync_fails_that_call_and_answers_the_others(
+        store, root, monkeypatch):
+    import agentcoordd.store.commit as commit
+
+    real = commit.fsync_many
+
+    def failing_for(name: str):
+        def fsync_many(fds):
+            results = real(fds)
+            for index, fd in enumerate(fds):
+                if os.readlink(f"/proc/self/fd/{fd}").split("/")[-1].startswith(f".{name}"):
+                    results[index] = OSError(28, "No space left on device")
+            return results
+        return fsync_many
+
+    monkeypatch.setattr(commit, "fsync_many", failing_for("bad.json"))
+    outcomes: dict[str, object] = {}
+
+    async def create(name: str) -> None:
+        try:
+            outcomes[name] = await store.create(f"heartbeats/{name}.json", {"name": name})
+        except Unavailable as exc:
+            outcomes[name] = exc
+
+    async with anyio.create_task_group() as tg:
+        for name in ("one", "bad", "two", "three"):
+            tg.start_soon(create, name)
+    assert isinstance(outcomes["bad"], Unavailable) and "No space left" in str(outcomes["bad"])
+    assert not (root / "heartbeats/bad.json").exists()
+    for name in ("one", "two", "three"):
+        body = (root / f"heartbeats/{name}.json").read_bytes()
+        assert outcomes[name] == hashlib.sha256(body).hexdigest()
     assert leftovers(root) == []
 
 
