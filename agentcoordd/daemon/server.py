@@ -45,10 +45,10 @@ from typing import Any
 import anyio
 import anyio.abc
 import msgspec
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from agentcoordd import protocol as p
 from agentcoordd.daemon.call import ProgressChannel
+from agentcoordd.daemon.connection import Connection
 from agentcoordd.daemon.dispatch import dispatch, wants_progress
 from agentcoordd.daemon.logging import get_logger
 from agentcoordd.daemon.services import Services
@@ -344,31 +344,33 @@ class Daemon:
     async def _connection(self, stream: Any) -> None:
         """One client, inside the error boundary: nothing it causes escapes to the server."""
         log = self.log
+        connection: Connection | None = None
         try:
             raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
             pid, uid, _gid = peer_credentials(raw)
             log = self.log.bind(peer_pid=pid, peer_uid=uid)
+            connection = await Connection.attach(raw)
             if uid != os.getuid():
                 self.refused_peers += 1
                 log.warning("peer refused", reason="peer uid differs from the daemon's",
                             daemon_uid=os.getuid())
                 with contextlib.suppress(Exception):
                     with anyio.move_on_after(1.0):
-                        await self._send(stream, p.Response(
+                        await self._send(connection, p.Response(
                             exit_code=p.EXIT_OPERATIONAL,
                             error=f"agentcoordd refused the connection: peer uid {uid} is not the "
                             f"daemon's user ({os.getuid()}); run your own agentcoordd",
                         ))
                 return
-            await self._session(stream, log)
+            await self._session(connection, log)
         except BadClient as exc:
             self.bad_clients += 1
             log.warning("bad client", reason=exc.reason)
-            if exc.reply is not None:
+            if exc.reply is not None and connection is not None:
                 with contextlib.suppress(Exception):
                     with anyio.move_on_after(1.0):
-                        await self._send(stream, p.Response(exit_code=exc.exit_code,
-                                                            error=exc.reply))
+                        await self._send(connection, p.Response(exit_code=exc.exit_code,
+                                                                error=exc.reply))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError) as exc:
             self.bad_clients += 1
             log.warning("bad client", reason=f"connection lost: {exc.__class__.__name__}")
@@ -376,22 +378,22 @@ class Daemon:
             self.bad_clients += 1
             log.exception("connection failed; dropped it")
         finally:
+            if connection is not None:
+                connection.close()  # the transport owns the socket now
             with contextlib.suppress(Exception):
                 await stream.aclose()
             self.connections -= 1
 
-    async def _send(self, stream: Any, message: Any) -> None:
+    async def _send(self, stream: Connection, message: Any) -> None:
         if isinstance(message, p.Response):
             message = p.one_line_texts(message)  # every reply's lines stay lines
-        with anyio.fail_after(SEND_TIMEOUT):
-            await stream.send(p.encode_frame(message))
+        await stream.send(p.encode_frame(message), SEND_TIMEOUT)
 
-    async def _read_frame(self, reader: BufferedByteReceiveStream, cap: int, timeout: float,
+    async def _read_frame(self, reader: Connection, cap: int, timeout: float,
                           *, first: bool) -> bytes | None:
         """One frame, or None on a clean end of stream at a frame boundary."""
         try:
-            with anyio.fail_after(timeout):
-                header = await reader.receive_exactly(p.HEADER)
+            header = await reader.receive_exactly(p.HEADER, timeout)
         except anyio.IncompleteRead:
             if reader.buffer:
                 raise BadClient("truncated frame header") from None
@@ -400,8 +402,6 @@ class Daemon:
             if first:
                 raise BadClient(f"no hello within {timeout:g}s") from None
             return None  # an idle client: close quietly
-        except anyio.EndOfStream:
-            return None
         try:
             size = p.frame_length(header, cap)
         except p.FrameError as exc:
@@ -416,11 +416,8 @@ class Daemon:
                 exit_code=p.EXIT_OPERATIONAL,
             )
         try:
-            if len(reader.buffer) >= size:  # read with its header: no wait to bound
-                return await reader.receive_exactly(size)
-            with anyio.fail_after(FRAME_TIMEOUT):
-                return await reader.receive_exactly(size)
-        except (anyio.IncompleteRead, anyio.EndOfStream):
+            return await reader.receive_exactly(size, FRAME_TIMEOUT)
+        except anyio.IncompleteRead:
             raise BadClient(f"truncated frame (expected {size} bytes)") from None
         except TimeoutError:
             raise BadClient(f"stalled mid-frame (expected {size} bytes)") from None
@@ -428,8 +425,8 @@ class Daemon:
             if budgeted:
                 self.buffered.give(budgeted)
 
-    async def _session(self, stream: Any, log: Any) -> None:
-        reader = BufferedByteReceiveStream(stream)
+    async def _session(self, stream: Connection, log: Any) -> None:
+        reader = stream
         decoder = p.server_decoder()
         body = await self._read_frame(reader, self.limits.hello_frame, self.limits.hello_deadline,
                                       first=True)
@@ -479,7 +476,7 @@ class Daemon:
         if pipeline.gone:
             raise BadClient("client went away before its reply (request completed)")
 
-    async def _requests(self, reader: BufferedByteReceiveStream, decoder: msgspec.msgpack.Decoder,
+    async def _requests(self, reader: Connection, decoder: msgspec.msgpack.Decoder,
                         stream: Any, pipeline: _Pipeline, tg: anyio.abc.TaskGroup, log: Any) -> None:
         """Read and run a connection's requests; replies go back in request order.
 
