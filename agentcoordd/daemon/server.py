@@ -29,6 +29,7 @@ Life cycle
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import fcntl
@@ -459,14 +460,11 @@ class Daemon:
         failure: Exception | None = None
         self._pipelines.add(pipeline)
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._reply_in_order, stream, pipeline)
+            async with anyio.create_task_group() as tg:  # waits for the started requests' replies
                 try:
                     await self._requests(reader, decoder, stream, pipeline, tg, log)
                 except Exception as exc:  # noqa: BLE001 - raised below, after the replies before it
                     failure = exc
-                finally:
-                    pipeline.slots_out.close()  # the replier sends what is started, then ends
         except BaseExceptionGroup as group:
             raise _single(group) from None  # the connection's boundary sees what a plain read raised
         finally:
@@ -503,11 +501,9 @@ class Daemon:
                 if self._stop is not None and self._stop.is_set():
                     return
             if touches is not None:
-                slot = _Slot(touches)
-                pipeline.touched |= touches
-                pipeline.outstanding += 1
-                await pipeline.slots_out.send(slot)
-                tg.start_soon(self._run_pipelined, request, slot, pipeline, log)
+                await pipeline.room()
+                slot = pipeline.start(touches)
+                tg.start_soon(self._run_pipelined, request, slot, stream, pipeline, log)
                 continue
             if wants_progress(request) and not pipeline.gone:
                 response = await self._dispatch_with_progress(stream, request, log)
@@ -520,17 +516,25 @@ class Daemon:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
                 pipeline.gone = True
 
-    async def _run_pipelined(self, request: Any, slot: _Slot, pipeline: _Pipeline, log: Any) -> None:
+    async def _run_pipelined(self, request: Any, slot: _Slot, stream: Connection,
+                             pipeline: _Pipeline, log: Any) -> None:
         try:
             slot.response = _as_sent(request, await self._dispatch(request, log))
         finally:
             pipeline.touched -= slot.touches
-            slot.done.set()
+            slot.done = True
+        await self._reply_in_order(stream, pipeline)
 
-    async def _reply_in_order(self, stream: Any, pipeline: _Pipeline) -> None:
-        async with pipeline.slots_in:
-            async for slot in pipeline.slots_in:
-                await slot.done.wait()
+    async def _reply_in_order(self, stream: Connection, pipeline: _Pipeline) -> None:
+        """Send the finished replies at the head of the line. One task sends at a time:
+        a request finishing meanwhile leaves its reply to that sender, which checks the
+        head again after each send (no await between that check and its leaving)."""
+        if pipeline.sending:
+            return
+        pipeline.sending = True
+        try:
+            while pipeline.slots and pipeline.slots[0].done:
+                slot = pipeline.slots[0]
                 if slot.response is None:
                     pipeline.gone = True  # no reply to send: a later one must not take its place
                 elif not pipeline.gone:
@@ -539,6 +543,8 @@ class Daemon:
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
                         pipeline.gone = True  # the rest still completes, unanswered
                 pipeline.answered()
+        finally:
+            pipeline.sending = False
 
     async def _dispatch_with_progress(self, stream: Any, request: Any, log: Any) -> p.Response:
         """Forward Progress frames while the request runs (call.ProgressChannel: dropped
@@ -636,7 +642,7 @@ class _Slot:
 
     def __init__(self, touches: frozenset[tuple[str, ...]]) -> None:
         self.touches = touches
-        self.done = anyio.Event()
+        self.done = False
         self.response: p.Response | None = None
 
 
@@ -646,20 +652,41 @@ class _Pipeline:
     def __init__(self, gone: bool) -> None:
         self.gone = gone
         self.touched: frozenset[tuple[str, ...]] = frozenset()
-        self.outstanding = 0  # started, not yet answered
-        self._quiet = anyio.Event()
-        self.slots_out, self.slots_in = anyio.create_memory_object_stream[_Slot](PIPELINED)
+        self.slots: collections.deque[_Slot] = collections.deque()  # started, not yet answered
+        self.sending = False  # a task is sending the replies at the head of `slots`
+        self._answer: anyio.Event | None = None  # set at the next answer (someone waits)
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.slots)
+
+    def start(self, touches: frozenset[tuple[str, ...]]) -> _Slot:
+        slot = _Slot(touches)
+        self.touched |= touches
+        self.slots.append(slot)
+        return slot
 
     def answered(self) -> None:
-        self.outstanding -= 1
-        if self.outstanding == 0:
-            self._quiet.set()
+        """The head's reply went out (or its client is gone)."""
+        self.slots.popleft()
+        if self._answer is not None:
+            self._answer.set()
+            self._answer = None
+
+    async def _next_answer(self) -> None:
+        if self._answer is None:
+            self._answer = anyio.Event()
+        await self._answer.wait()
+
+    async def room(self) -> None:
+        """Fewer than PIPELINED requests of this connection are running."""
+        while len(self.slots) >= PIPELINED:
+            await self._next_answer()
 
     async def drained(self) -> None:
         """Every request started so far has been answered (or found its client gone)."""
-        while self.outstanding:
-            self._quiet = anyio.Event()
-            await self._quiet.wait()
+        while self.slots:
+            await self._next_answer()
 
 
 def _decode(decoder: msgspec.msgpack.Decoder, body: bytes) -> Any:
