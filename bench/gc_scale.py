@@ -7,9 +7,12 @@ closed lanes are eligible. Each run is a fresh process doing what the daemon
 does (the use case over `CachingStore(LocalStore(root))`): the first dry-run
 is *cold* (empty parsed-record cache, OS page cache warm), the second dry-run
 in the same process is *warm* (a live daemon). Execute runs on a copy of the
-root. Prints wall time and peak RSS.
+root (in --dir: its filesystem matters, fsyncs). Prints wall time and peak RSS.
 
-    .venv/bin/python bench/gc_scale.py [--root DIR]
+    .venv/bin/python bench/gc_scale.py [--root DIR] [--dir DIR] [--only-execute]
+
+The package is imported from the running venv, so bench/pairs.py can time an
+older checkout with this script: --figure 'execute\s+([\d.]+)'.
 
 Target (issue 8): warm dry-run <= 1.5 s. The existing Ruby tool's dry-run:
 7.7 s / 316 MB on such a root. Lock files of deleted records stay.
@@ -27,11 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT_DIR))
-sys.path.insert(0, str(ROOT_DIR / "bench"))
-
-import status_scale  # noqa: E402  (the shared root builder)
+import status_scale  # noqa: E402  (the shared root builder, beside this script)
 
 GC_NOW = status_scale.NOW + dt.timedelta(days=8)
 
@@ -72,26 +71,31 @@ def run_child(root: Path, mode: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path)
+    parser.add_argument("--root", type=Path, help="the root to build or reuse (kept)")
+    parser.add_argument("--dir", help="where the working copy goes (default: the temp dir)")
+    parser.add_argument("--only-execute", action="store_true", help="no dry-runs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.root, args.child)
         return
-    work = Path(tempfile.mkdtemp(prefix="acgc."))
+    work = Path(tempfile.mkdtemp(prefix="acgc.", dir=args.dir))
     root = args.root or work / "root"
     if not (root / status_scale.MARKER).exists():
         start = time.perf_counter()
         status_scale.build(root)
         print(f"built {root} in {time.perf_counter() - start:.1f} s")
-    dry = run_child(root, "dry-run")
+    runs = []
+    if not args.only_execute:
+        dry = run_child(root, "dry-run")
+        runs += [("dry-run cold", dry, 0), ("dry-run warm", dry, 1)]
     copy = work / "exec"
     shutil.copytree(root, copy)
-    executed = run_child(copy, "execute")
-    replay = run_child(copy, "dry-run")
+    runs.append(("execute", run_child(copy, "execute"), 0))
+    if not args.only_execute:
+        runs.append(("dry-run after execute", run_child(copy, "dry-run"), 0))
     print(f"{'run':<22}{'seconds':>9}{'actions':>9}{'peak MB':>9}")
-    for label, result, index in (("dry-run cold", dry, 0), ("dry-run warm", dry, 1),
-                                 ("execute", executed, 0), ("dry-run after execute", replay, 0)):
+    for label, result, index in runs:
         t = result["timings"][index]
         print(f"{label:<22}{t['seconds']:>9.2f}{t['actions']:>9}{result['peak_mb']:>9.0f}")
     locks = sum(1 for _ in copy.rglob("*.json.lock"))

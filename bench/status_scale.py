@@ -32,8 +32,6 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT_DIR))
 
 N_CLAIMS = 10_000
 N_BATCHES = 100

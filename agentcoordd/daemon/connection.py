@@ -9,10 +9,13 @@ then waits to get back: on a busy daemon those hand-offs, not the work, set the
 pace. Here an asyncio transport keeps the socket registered for the
 connection's life, reads what arrives into a buffer and writes at once.
 
-Bounds: reading pauses once the buffer holds what the current read needs or
-READ_AHEAD bytes, whichever is more, so a client can make the daemon hold no
-more than its frame cap allows; a write that the kernel does not take at once
-waits until it has, as anyio's did. Every wait has a timeout (TimeoutError),
+Bounds: the transport reads into a buffer we hand it (a BufferedProtocol), never
+more than what the current read needs or READ_AHEAD bytes, whichever is more,
+and stops reading at that mark — the rest waits in the kernel — so a
+connection holds what anyio's did: the frame being read (a large one counted
+against the daemon's buffered-bytes budget) or at most 16 KiB of pipelined
+ones. A write that the kernel does not take at once waits until it has, as
+anyio's did. Every wait has a timeout (TimeoutError),
 kept with a timer of the loop's own: an anyio cancel scope per read and per
 write cost more than the rest of a heartbeat's socket work.
 
@@ -23,19 +26,30 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 
 import anyio
 
-READ_AHEAD = 256 * 1024  # bytes read before anyone asks for them (pipelined frames)
+READ_AHEAD = 16 * 1024  # bytes read before anyone asks for them (pipelined frames)
+# Where transports read into: the loop calls get_buffer, reads, then buffer_updated, with
+# nothing in between, so one chunk per thread (per event loop) serves every connection.
+_chunks = threading.local()
 
 
-class Connection(asyncio.Protocol):
+def _chunk() -> memoryview:
+    chunk: memoryview | None = getattr(_chunks, "chunk", None)
+    if chunk is None:
+        chunk = _chunks.chunk = memoryview(bytearray(READ_AHEAD))
+    return chunk
+
+
+class Connection(asyncio.BufferedProtocol):
     """`receive_exactly`, `buffer`, `send` and `close`: what the server's session uses."""
 
     def __init__(self) -> None:
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
-        self._wanted = READ_AHEAD  # reading pauses at this many buffered bytes
+        self._wanted = READ_AHEAD  # the buffer never holds more (reading pauses there)
         self._reading_paused = False
         self._writing_paused = False
         self._eof = False
@@ -57,12 +71,13 @@ class Connection(asyncio.Protocol):
         self._transport = transport
         transport.set_write_buffer_limits(high=0)  # anything unsent: pause_writing
 
-    def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        if len(self._buffer) >= self._wanted and not self._reading_paused:
-            assert self._transport is not None
-            self._transport.pause_reading()
-            self._reading_paused = True
+    def get_buffer(self, sizehint: int) -> memoryview:
+        # Reading pauses when the buffer is full, so there is always room here.
+        return _chunk()[:max(1, min(READ_AHEAD, self._wanted - len(self._buffer)))]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._buffer += _chunk()[:nbytes]
+        self._read_up_to(self._wanted)
         _wake(self._readers)
 
     def eof_received(self) -> bool:
@@ -100,22 +115,25 @@ class Connection(asyncio.Protocol):
                 raise anyio.BrokenResourceError from self._error
             if self._eof:
                 raise anyio.IncompleteRead
-            self._wanted = max(READ_AHEAD, size)
-            if self._reading_paused:
-                assert self._transport is not None
-                self._reading_paused = False
-                self._transport.resume_reading()
+            self._read_up_to(max(READ_AHEAD, size))
             if deadline is None:
                 deadline = asyncio.get_running_loop().time() + timeout
             await _changed(self._readers, deadline)
         chunk = bytes(self._buffer[:size])
         del self._buffer[:size]
-        if self._reading_paused and len(self._buffer) < READ_AHEAD:
-            assert self._transport is not None
-            self._reading_paused = False
-            self._wanted = READ_AHEAD
-            self._transport.resume_reading()
+        self._read_up_to(READ_AHEAD)
         return chunk
+
+    def _read_up_to(self, wanted: int) -> None:
+        """Let the buffer fill to `wanted` bytes: reading paused there, resumed below."""
+        self._wanted = wanted
+        full = len(self._buffer) >= wanted
+        if full != self._reading_paused and self._transport is not None and not self._eof:
+            self._reading_paused = full
+            if full:
+                self._transport.pause_reading()
+            else:
+                self._transport.resume_reading()
 
     async def send(self, data: bytes, timeout: float) -> None:
         """Returns once the kernel took every byte, within `timeout` seconds (else

@@ -331,22 +331,26 @@ class LaneKeeper:
                 try:
                     results: list[Exception | None] = await anyio.to_thread.run_sync(
                         self._renew_blocking, store, specs)
-                except Exception as exc:  # noqa: BLE001 - the group's directory sync failed
+                except Exception as exc:  # noqa: BLE001 - the commit itself broke: no lane's outcome is known
                     results = [exc] * len(indexes)
                 settle(indexes, dues, results)
         return outcomes
 
     def _renew_blocking(self, store: BlockingStore, specs: list[LaneSpec]) -> list[Exception | None]:
-        """In a worker thread: each lane's renewal inline, under one group commit."""
+        """In a worker thread: each lane's renewal inline, under one group commit
+        (a write that did not become durable fails its own lane only)."""
         results: list[Exception | None] = []
-        with store.group_commit():
-            for spec in specs:
+        with store.group_commit() as commit:
+            for index, spec in enumerate(specs):
+                commit.owner = index
                 try:
                     renew_blocking(store, self.clock, agent_id=spec.agent_id, ttl=spec.ttl,
                                    fence=spec.fence)
                     results.append(None)
                 except Exception as exc:  # noqa: BLE001 - one lane's outcome, not the batch's
                     results.append(exc)
+        for index, error in commit.failed.items():
+            results[index] = error  # type: ignore[index]
         return results
 
     def _account(self, lane: Lane, due: float, error: BaseException | None) -> None:

@@ -202,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     daemon_logging.configure(args.log_level)
     log = daemon_logging.get_logger()
     limits = _limits(args)
-    _raise_fd_limit(limits.max_connections + 256)  # + stores, log, lock files, threads
+    from agentcoordd.store.commit import FDS_HELD
+
+    # + stores, log, lock files, threads; and the temp and lock files held by a write
+    # round and a renewal batch at once (store/commit.py).
+    _raise_fd_limit(limits.max_connections + 256 + 2 * FDS_HELD)
     daemon = Daemon(socket_path, state_dir, log=log, limits=limits, metrics=metrics,
                     http_port=metrics_port, config=args.config)
     ready_fd = os.environ.pop("_AGENTCOORDD_READY_FD", None)

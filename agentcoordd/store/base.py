@@ -8,7 +8,7 @@ overwrites blindly.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +90,15 @@ class Page(msgspec.Struct, frozen=True):
 # ---- optional capabilities: typed, and named by each store --------------------
 
 
+class GroupCommit(Protocol):
+    """One thread's writes made durable together (a local store's store/commit.py):
+    a write's failure is charged to the `owner` set when it was made; after the
+    block, `failed` maps each such owner to its error."""
+
+    owner: Hashable
+    failed: dict[Hashable, Exception]
+
+
 class BlockingStore(Protocol):
     """Calls that can run inline in one worker thread (local files): the daemon
     renews many lanes in one thread hop, their directory fsyncs shared."""
@@ -102,7 +111,10 @@ class BlockingStore(Protocol):
         """Read, `decide` (record to write or None; result) and write under the record's lock."""
         ...
 
-    def group_commit(self) -> AbstractContextManager[None]: ...
+    def group_commit(self) -> AbstractContextManager[GroupCommit]:
+        """Writes by this thread in the block are made durable together at its end;
+        the caller reads which of them failed from `failed` (nothing is raised)."""
+        ...
 
     async def in_round(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)`, made of the calls above, in one of the store's write rounds

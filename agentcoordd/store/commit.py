@@ -13,17 +13,23 @@ A failure is charged to the write's `owner` (whoever the caller names, e.g. a
 round's call): a temp file that does not fsync or rename is not published and
 fails its owner; a directory that does not fsync fails every owner that
 changed it. Writing or reading a record this commit still holds publishes the
-pending writes first, so a thread sees its own writes in order.
+pending writes first, so a thread sees its own writes in order. At most
+MAX_PENDING writes wait at once (each holds two file descriptors and a lock
+others may wait for): the next one publishes them first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable, Hashable
 
 from agentcoordd.store.files import DirSync
 from agentcoordd.store.fsyncs import fsync_many
+
+MAX_PENDING = 32
+FDS_HELD = 2 * MAX_PENDING  # a commit's open temp and lock files, at most
 
 
 class _Write:
@@ -49,6 +55,8 @@ class Commit:
 
     def defer(self, full: str, shown: str, fd: int, tmp: str) -> None:
         """`tmp` (open as `fd`, fully written) replaces `full` when the commit publishes."""
+        if len(self._writes) >= MAX_PENDING:
+            self.publish()
         self._writes[full] = _Write(full, shown, fd, tmp, self.owner)
 
     def keep_lock(self, full: str, lock_fd: int) -> bool:
@@ -70,7 +78,11 @@ class Commit:
         """fsync every pending temp file together, then rename each and release its lock."""
         writes = list(self._writes.values())
         self._writes.clear()
-        errors = fsync_many([write.fd for write in writes])
+        fds = [write.fd for write in writes]
+        try:
+            errors = fsync_many(fds)
+        except Exception as exc:  # noqa: BLE001 - not known durable: none of them is shown
+            errors = [OSError(errno.EIO, f"fsync failed: {exc}")] * len(fds)
         for write, error in zip(writes, errors, strict=True):
             try:
                 os.close(write.fd)
@@ -85,7 +97,8 @@ class Commit:
                 self._dirs.setdefault(write.full.rpartition("/")[0], set()).add(write.owner)
             finally:
                 if write.lock_fd is not None:
-                    os.close(write.lock_fd)
+                    with contextlib.suppress(OSError):
+                        os.close(write.lock_fd)
 
     def finish(self) -> dict[Hashable, Exception]:
         """Publish, then fsync each changed directory once; the owners whose writes failed."""

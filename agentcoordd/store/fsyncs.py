@@ -11,7 +11,11 @@ sandbox that refuses it, aio-max-nr reached) a small thread pool fsyncs them.
 
 `fsync_many(fds)` answers, per descriptor, None (durable) or the OSError its
 fsync raised. Each thread has its own AIO context: one thread never collects
-another's completions.
+another's completions. A thread that cannot get a context (aio-max-nr
+reached) uses the pool; a kernel that refuses AIO fsync sends every thread
+there. If collecting the completions fails, their outcomes are unknown: each
+is reported as an error (EIO), never retried — a second fsync after a failed
+writeback may succeed without the data being on disk.
 """
 
 from __future__ import annotations
@@ -47,7 +51,11 @@ class _IoEvent(ctypes.Structure):
 
 
 class _Unsupported(Exception):
-    """The kernel refused AIO fsync, or an AIO call failed: use the pool from now on."""
+    """The kernel refuses AIO fsync: use the pool from now on."""
+
+
+class _NoContext(Exception):
+    """This thread cannot have an AIO context (aio-max-nr reached): it uses the pool."""
 
 
 class _AioContext:
@@ -59,7 +67,8 @@ class _AioContext:
         self._ctx: ctypes.c_ulong | None = None
         ctx = ctypes.c_ulong(0)
         if syscall(self._setup, AIO_EVENTS, ctypes.byref(ctx)) != 0:
-            raise _Unsupported(os.strerror(ctypes.get_errno()))
+            code = ctypes.get_errno()
+            raise (_NoContext if code == errno.EAGAIN else _Unsupported)(os.strerror(code))
         self._ctx = ctx
 
     def fsync(self, fds: Sequence[int]) -> list[OSError | None]:
@@ -99,10 +108,11 @@ class _AioContext:
             done = self._syscall(self._getevents, self._ctx, count - got, count - got,
                                  ctypes.byref(events, got * ctypes.sizeof(_IoEvent)), None)
             if done < 0:
-                if ctypes.get_errno() == errno.EINTR:
+                code = ctypes.get_errno()
+                if code == errno.EINTR:
                     continue
-                # Outcomes unknown: fsync is idempotent, so the caller's fallback does them all again.
-                raise _Unsupported(os.strerror(ctypes.get_errno()))
+                unknown = OSError(errno.EIO, f"fsync outcome unknown: io_getevents: {os.strerror(code)}")
+                return [unknown] * count
             got += done
         for event in events[:count]:
             if event.res < 0:
@@ -141,19 +151,26 @@ class _Fsyncs:
     def fsync_many(self, fds: Sequence[int]) -> list[OSError | None]:
         if len(fds) <= 1:
             return [_fsync_one(fd) for fd in fds]
-        if self._aio is not None:
+        ctx = self._context()
+        if ctx is not None:
             try:
-                return self._context().fsync(fds)
+                return ctx.fsync(fds)
             except _Unsupported:
                 self._aio = None
         return list(self._thread_pool().map(_fsync_one, fds))
 
-    def _context(self) -> _AioContext:
-        ctx: _AioContext | None = getattr(self._local, "aio", None)
-        if ctx is None:
-            assert self._aio is not None
-            ctx = self._local.aio = _AioContext(*self._aio)
-        return ctx
+    def _context(self) -> _AioContext | None:
+        """This thread's AIO context; None where there is none (the pool serves)."""
+        ctx: _AioContext | None | bool = getattr(self._local, "aio", None)
+        if ctx is None and self._aio is not None:
+            try:
+                ctx = _AioContext(*self._aio)
+            except _NoContext:
+                ctx = False
+            except _Unsupported:
+                self._aio, ctx = None, False
+            self._local.aio = ctx
+        return ctx if isinstance(ctx, _AioContext) and self._aio is not None else None
 
     def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._pool_lock:

@@ -316,21 +316,21 @@ class LocalStore:
     # ---- blocking implementation ------------------------------------------
 
     @contextlib.contextmanager
-    def group_commit(self) -> Iterator[None]:
+    def group_commit(self) -> Iterator[Commit]:
         """Writes by this thread inside the block are published together at its end
-        (store/commit.py); a write that could not be made durable raises there.
+        (store/commit.py); the writes that could not be made durable are in the
+        commit's `failed`, by the `owner` set when each was made.
 
         Each record is still written whole and fsynced before its rename, so a
         crash before the end can only lose renames: the previous, complete
         records stay.
         """
-        if getattr(self._local, "commit", None) is not None:
-            yield  # nested: the outer block publishes
+        outer: Commit | None = getattr(self._local, "commit", None)
+        if outer is not None:
+            yield outer  # nested: the outer block publishes
             return
         with self._committing(LOCK_SPIN_SECONDS) as commit:
-            yield
-        if commit.failed:
-            raise next(iter(commit.failed.values()))
+            yield commit
 
     def _round_commit(self) -> contextlib.AbstractContextManager[Commit]:
         """A round of record calls (store.rounds): busy locks not waited for."""

@@ -13,7 +13,8 @@ the commit could not make durable fails the call it belongs to.
 
 One thread, not several: their fsyncs overlap inside the commit anyway, and
 more threads only added GIL hand-offs (39 context switches per heartbeat with
-four threads, 7–12 with one).
+four threads, 7–12 with one). A round takes at most ROUND_CALLS calls, so the
+first of them is not kept waiting for an unbounded number behind it.
 
 A busy record lock is not waited for here (one foreign holder must not stall a
 round): the call fails with LockBusy at once and the async caller retries
@@ -28,23 +29,18 @@ import asyncio
 import collections
 import contextlib
 import threading
-from collections.abc import Callable, Hashable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 
+from agentcoordd.store.base import GroupCommit
+
 T = TypeVar("T")
 
 IDLE_SECONDS = 10.0  # a round thread with nothing to do for this long ends
-
-
-class RoundCommit(Protocol):
-    """What a round runs in: each call's writes are charged to `owner` (its index);
-    `failed` names, after the block, the calls whose writes did not become durable."""
-
-    owner: Hashable
-    failed: dict[Hashable, Exception]
+ROUND_CALLS = 32
 
 
 class _Call:
@@ -72,9 +68,9 @@ def _settle(calls: list[_Call]) -> None:
 
 class Rounds:
     """One round thread for one store (started on demand, ended when idle);
-    `commit()` wraps each round."""
+    `commit()` wraps each round; each call's writes are charged to its index."""
 
-    def __init__(self, commit: Callable[[], contextlib.AbstractContextManager[RoundCommit]], *,
+    def __init__(self, commit: Callable[[], contextlib.AbstractContextManager[GroupCommit]], *,
                  name: str = "agentcoord-rounds") -> None:
         self._commit = commit
         self._name = name
@@ -113,7 +109,8 @@ class Rounds:
             raise
 
     def _next_calls(self) -> list[_Call] | None:
-        """Every call queued so far; None when idle too long (the thread then ends)."""
+        """The calls queued first (ROUND_CALLS at most); None when idle too long (the
+        thread then ends)."""
         with self._changed:
             while not self._queued:
                 self._idle = True
@@ -122,9 +119,8 @@ class Rounds:
                 if not woken and not self._queued:
                     self._running = False
                     return None
-            calls = list(self._queued)
-            self._queued.clear()
-            return calls
+            take = min(len(self._queued), ROUND_CALLS)
+            return [self._queued.popleft() for _ in range(take)]
 
     def _round(self, calls: list[_Call]) -> None:
         self.rounds += 1

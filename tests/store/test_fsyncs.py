@@ -83,3 +83,23 @@ def test_linux_uses_aio_for_the_batch(tmp_path):
         for fd in fds:
             os.close(fd)
     assert fsyncs.uses_aio()
+
+
+def test_a_thread_that_gets_no_aio_context_uses_the_pool_and_the_others_keep_aio(tmp_path, monkeypatch):
+    def no_context(self, *args):  # io_setup's EAGAIN: aio-max-nr reached
+        self._ctx = None
+        raise fsyncs._NoContext("Resource temporarily unavailable")
+
+    monkeypatch.setattr(fsyncs._AioContext, "__init__", no_context)
+    aio_before = fsyncs.uses_aio()
+    fds = open_files(tmp_path, 4)
+    answers = []
+    try:
+        worker = threading.Thread(target=lambda: answers.append(fsyncs.fsync_many(fds)))
+        worker.start()
+        worker.join()
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert answers == [[None] * 4]
+    assert fsyncs.uses_aio() == aio_before

@@ -472,7 +472,8 @@ def test_a_record_written_twice_in_one_commit_is_shown_before_its_second_write(s
     assert leftovers(root) == []
 
 
-def test_a_temp_file_that_does_not_fsync_fails_its_own_write_only(store, root, monkeypatch):
+def test_a_temp_file_that_does_not_fsync_fails_its_own_owner_only(store, root, monkeypatch):
+    """What the keeper's batched renewals rely on: one lane's failure is that lane's."""
     import agentcoordd.store.commit as commit
 
     real = commit.fsync_many
@@ -484,18 +485,64 @@ def test_a_temp_file_that_does_not_fsync_fails_its_own_write_only(store, root, m
 
     store.write_sync("heartbeats/b.json", {"n": 0}, None)
     monkeypatch.setattr(commit, "fsync_many", second_fails)
-    with store._committing(0.0) as round_:
+    with store.group_commit() as group:
         for owner, name in enumerate("abc"):
-            round_.owner = owner
+            group.owner = owner
             path = f"heartbeats/{name}.json"
             current = store.get_sync(path)
             store.write_sync(path, {"n": 1}, None if current is None else current.version)
-    assert list(round_.failed) == [1]
-    assert "Input/output error" in str(round_.failed[1]) and "heartbeats/b.json" in str(round_.failed[1])
+    assert list(group.failed) == [1]
+    assert "Input/output error" in str(group.failed[1]) and "heartbeats/b.json" in str(group.failed[1])
     assert json.loads((root / "heartbeats/b.json").read_text()) == {"n": 0}  # not shown: old record kept
     assert json.loads((root / "heartbeats/a.json").read_text()) == {"n": 1}
     assert json.loads((root / "heartbeats/c.json").read_text()) == {"n": 1}
     assert leftovers(root) == []
+
+
+def test_an_fsync_that_breaks_shows_none_of_its_writes_and_releases_their_locks(store, root, monkeypatch):
+    import fcntl
+
+    import agentcoordd.store.commit as commit
+
+    def broken(fds):
+        raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    monkeypatch.setattr(commit, "fsync_many", broken)
+    with store.group_commit() as group:
+        for owner in range(3):
+            group.owner = owner
+            store.write_sync(f"heartbeats/x-{owner}.json", {"n": owner}, None)
+    assert sorted(group.failed) == [0, 1, 2]
+    assert not any((root / f"heartbeats/x-{n}.json").exists() for n in range(3))
+    assert leftovers(root) == []
+    for n in range(3):  # every lock released
+        fd = os.open(root / f"heartbeats/x-{n}.json.lock", os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(fd)
+
+
+def test_a_commit_holds_at_most_max_pending_writes_open_at_once(store, root):
+    from agentcoordd.store.commit import MAX_PENDING
+
+    held = []
+    with store.group_commit():
+        for n in range(3 * MAX_PENDING + 5):
+            store.write_sync(f"heartbeats/many-{n}.json", {"n": n}, None)
+            held.append(len(leftovers(root)))
+    assert max(held) == MAX_PENDING  # each pending write holds a temp file (and a lock)
+    assert len(list((root / "heartbeats").glob("many-*.json"))) == 3 * MAX_PENDING + 5
+    assert leftovers(root) == []
+
+
+async def test_a_round_takes_at_most_round_calls_calls(store, root):
+    from agentcoordd.store.rounds import ROUND_CALLS
+
+    rounds = store._rounds.rounds
+    async with anyio.create_task_group() as tg:
+        for n in range(3 * ROUND_CALLS):
+            tg.start_soon(store.create, f"heartbeats/r-{n}.json", {"n": n})
+    assert store._rounds.rounds - rounds >= 3
+    assert len(list((root / "heartbeats").glob("r-*.json"))) == 3 * ROUND_CALLS
 
 
 async def test_a_round_whose_temp_file_does_not_fsync_fails_that_call_and_answers_the_others(
