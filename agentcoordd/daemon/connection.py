@@ -15,7 +15,9 @@ and stops reading at that mark — the rest waits in the kernel — so a
 connection holds what anyio's did: the frame being read (a large one counted
 against the daemon's buffered-bytes budget) or at most 16 KiB of pipelined
 ones. A write that the kernel does not take at once waits until it has, as
-anyio's did. Every wait has a timeout (TimeoutError),
+anyio's did; it goes to the transport SEND_CHUNK bytes at a time, because the
+transport copies what the kernel did not take (a multi-megabyte status would
+otherwise be held twice). Every wait has a timeout (TimeoutError),
 kept with a timer of the loop's own: an anyio cancel scope per read and per
 write cost more than the rest of a heartbeat's socket work.
 
@@ -31,6 +33,7 @@ import threading
 import anyio
 
 READ_AHEAD = 16 * 1024  # bytes read before anyone asks for them (pipelined frames)
+SEND_CHUNK = 256 * 1024
 # Where transports read into: the loop calls get_buffer, reads, then buffer_updated, with
 # nothing in between, so one chunk per thread (per event loop) serves every connection.
 _chunks = threading.local()
@@ -143,15 +146,17 @@ class Connection(asyncio.BufferedProtocol):
         transport = self._transport
         if self._lost or transport is None or transport.is_closing():
             raise anyio.BrokenResourceError from self._error
-        transport.write(data)
-        while True:
-            if transport.is_closing():  # the write failed (EPIPE, ECONNRESET): closed under us
-                raise anyio.BrokenResourceError from self._error
-            if not self._writing_paused:
-                return
-            if deadline is None:
-                deadline = asyncio.get_running_loop().time() + timeout
-            await _changed(self._writers, deadline)
+        view = memoryview(data)
+        for start in range(0, len(view), SEND_CHUNK):
+            transport.write(view[start:start + SEND_CHUNK])
+            while True:
+                if transport.is_closing():  # the write failed (EPIPE, ECONNRESET): closed under us
+                    raise anyio.BrokenResourceError from self._error
+                if not self._writing_paused:
+                    break
+                if deadline is None:
+                    deadline = asyncio.get_running_loop().time() + timeout
+                await _changed(self._writers, deadline)
 
     def close(self) -> None:
         """Close now; bytes a client never read are dropped, not waited for."""

@@ -96,3 +96,24 @@ async def test_a_write_to_a_client_that_left_is_a_broken_resource(pair):
             await connection.send(b"reply", 1.0)
             await anyio.sleep(0.05)
     connection.close()
+
+
+async def test_a_large_reply_arrives_whole_and_in_order(pair):
+    server, client = pair
+    connection = await Connection.attach(server)
+    reply = bytes(range(256)) * (40 * 1024)  # 10 MiB, many SEND_CHUNKs
+    received = bytearray()
+
+    async def read_all() -> None:
+        while len(received) < len(reply):
+            try:
+                received.extend(client.recv(1 << 20))
+            except BlockingIOError:
+                await anyio.sleep(0.001)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_all)
+            await connection.send(reply, 5.0)
+    assert bytes(received) == reply
+    connection.close()
