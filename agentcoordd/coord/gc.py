@@ -21,7 +21,7 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from functools import partial
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 import msgspec
@@ -459,31 +459,63 @@ BATCH_ACTIONS = 32
 PARALLEL_CHUNKS = 8
 SINGLE_CALLS_PER_CHUNK = 4
 
+T = TypeVar("T")
+Run = Callable[[list[Op]], Awaitable[list[Any]]]
+
 
 async def _apply_all(ctx: Ctx, actions: list[Action], progress: Progress | None) -> None:
+    """Every archive first, then the sources they copied, then the expiries.
+
+    All copies are durable before any source is deleted (copy-before-delete
+    across the whole run, not only per chunk), and no file is created while
+    others are being deleted: on an ext4 without a journal each new inode's
+    allocation skips every recently freed one, so interleaving the two made
+    the copies pay for the deletes (gc execute of the 21,600-action root on a
+    fresh such filesystem: 17.2 s interleaved, 13.0-14.3 s in this order). An
+    action counts as applied in the progress once its archive is written; a
+    run cut short between the steps converges on the next (the archive is found
+    identical, the source deleted then).
+    """
     done = 0
     batch = ctx.store.capabilities.batch
-    run = batch.run_batch if batch is not None else partial(run_singly, ctx.store, concurrency=SINGLE_CALLS_PER_CHUNK)
+    run: Run = batch.run_batch if batch is not None else partial(run_singly, ctx.store, concurrency=SINGLE_CALLS_PER_CHUNK)
     limiter = anyio.CapacityLimiter(PARALLEL_CHUNKS)
+    copied: list[Delete] = []  # the sources whose archives are written
 
-    async def one(chunk: list[Action]) -> None:
+    def applied(chunk: list[Action]) -> None:
         nonlocal done
-        async with limiter:
-            await _apply(ctx, chunk, run)
         done += len(chunk)
         if progress:
             progress("applied", done, len(actions))
 
-    # Copies first, expiries after every copy (as the sorted plan has them).
+    async def copy(chunk: list[Action]) -> None:
+        async with limiter:
+            copied.extend(await _copy(ctx, chunk, run))
+        applied(chunk)
+
+    async def delete(ops: list[Delete]) -> None:
+        async with limiter:
+            await _delete(ctx, ops, run)
+
+    async def expire(chunk: list[Action]) -> None:
+        async with limiter:
+            await _delete(ctx, await _copy(ctx, chunk, run), run)
+        applied(chunk)
+
     chunks = _chunks(actions, BATCH_ACTIONS)
-    for phase in (False, True):
-        try:
-            async with anyio.create_task_group() as tg:
-                for chunk in chunks:
-                    if (chunk[0].action == "delete") == phase:
-                        tg.start_soon(one, chunk)
-        except BaseExceptionGroup as group:
-            raise _first(group) from None
+    await _each(copy, [chunk for chunk in chunks if chunk[0].action != "delete"])
+    await _each(delete, [copied[i:i + BATCH_ACTIONS] for i in range(0, len(copied), BATCH_ACTIONS)])
+    await _each(expire, [chunk for chunk in chunks if chunk[0].action == "delete"])
+
+
+async def _each(step: Callable[[T], Awaitable[None]], parts: list[T]) -> None:
+    """`step` on every part at once (the limiter inside bounds them); the first error."""
+    try:
+        async with anyio.create_task_group() as tg:
+            for part in parts:
+                tg.start_soon(step, part)
+    except BaseExceptionGroup as group:
+        raise _first(group) from None
 
 
 def _first(group: BaseExceptionGroup) -> BaseException:
@@ -511,13 +543,13 @@ def _chunks(actions: list[Action], size: int) -> list[list[Action]]:
     return chunks
 
 
-async def _apply(ctx: Ctx, chunk: list[Action], run: Callable[[list[Op]], Awaitable[list[Any]]]) -> None:
-    """Copy before delete; every delete is guarded by the version read here.
+async def _copy(ctx: Ctx, chunk: list[Action], run: Run) -> list[Delete]:
+    """Write the chunk's archives; the deletes of their sources, each guarded by the
+    version read here (an expiry has no archive: just its delete).
 
     Each source is re-read first: content that changed since planning is left
     alone (it is no longer what the plan archived), and the delete's CAS guard
-    protects against a change between this read and the delete. Every archive of
-    the chunk is written before any of its sources is deleted.
+    protects against a change between this read and the delete.
     """
     sources = [path for action in chunk for path in action.expected]
     read = dict(zip(sources, await run([Get(path) for path in sources]), strict=True))
@@ -559,8 +591,11 @@ async def _apply(ctx: Ctx, chunk: list[Action], run: Callable[[list[Op]], Awaita
         if current is None or not _same_archive(current.data, envelope):
             ctx.warn(f"gc: {action.archive_path} already holds a different record; source kept hot")
             refused.add(action.archive_path)
-    deletes = [Delete(path, version) for action, versions, _ in ready
-               if action.archive_path not in refused for path, version in versions.items()]
+    return [Delete(path, version) for action, versions, _ in ready
+            if action.archive_path not in refused for path, version in versions.items()]
+
+
+async def _delete(ctx: Ctx, deletes: list[Delete], run: Run) -> None:
     for op, outcome in zip(deletes, await run(deletes), strict=True):
         if isinstance(outcome, NotFound):
             continue  # already gone: a converging retry

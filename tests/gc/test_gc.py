@@ -180,6 +180,31 @@ async def test_identical_compaction_retry_reuses_the_envelope(root: Path) -> Non
     assert not (root / "events/b1/e1.json").exists()
 
 
+async def test_every_archive_is_written_before_any_source_is_deleted(root: Path) -> None:
+    """Copy-before-delete across the whole run (many chunks), not only per chunk; the
+    progress still counts every action up to the total."""
+    for n in range(150):  # several chunks of dead heartbeats
+        put(root, f"heartbeats/gone-{n}.json", heartbeat(f"gone-{n}", ts(days=-10), ts(days=-10, minutes=15)))
+
+    class Recording(LocalStore):
+        ops: list[Op] = []
+
+        async def run_batch(self, ops: list[Op]) -> list[Outcome]:
+            self.ops.extend(ops)
+            return await super().run_batch(ops)
+
+    store = Recording(root)
+    progress: list[tuple[str, int, int]] = []
+    plan = await gc.gc(ctx_for(store), execute=True, progress=lambda *row: progress.append(row))
+    kinds = [type(op).__name__ for op in store.ops]
+    assert kinds.count("Create") >= 150 and "Delete" in kinds
+    assert max(i for i, k in enumerate(kinds) if k == "Create") < kinds.index("Delete")
+    applied = [row for row in progress if row[0] == "applied"]
+    assert applied[-1] == ("applied", len(plan["actions"]), len(plan["actions"]))
+    assert [done for _, done, _ in applied] == sorted(done for _, done, _ in applied)
+    assert not any((root / f"heartbeats/gone-{n}.json").exists() for n in range(150))
+
+
 async def test_record_renewed_after_planning_is_never_deleted(root: Path) -> None:
     """CAS: a heartbeat renewed between plan and delete stays, with its new content."""
 
