@@ -11,15 +11,10 @@ a round wait for the next one, so the busier the store, the more each round
 shares. A caller's result arrives only after its writes are durable; a write
 the commit could not make durable fails the call it belongs to.
 
-One thread, as a rule: the fsyncs of a round overlap inside its commit anyway,
-and more threads add GIL hand-offs (39 context switches per heartbeat with
-four threads always running, 7–12 with one). But when a round has run for
-SPLIT_AFTER seconds and calls are waiting, a second thread takes them: then
-the work is bulk (gc's batches, thousands of registrations) and much of it is
-kernel time that two cores can share (creating files on an ext4 without a
-journal scans every recently freed inode). A round takes at most ROUND_CALLS
-calls, so the first of them is not kept waiting for an unbounded number behind
-it.
+One thread, not several: their fsyncs overlap inside the commit anyway, and
+more threads only added GIL hand-offs (39 context switches per heartbeat with
+four threads, 7–12 with one). A round takes at most ROUND_CALLS calls, so the
+first of them is not kept waiting for an unbounded number behind it.
 
 A busy record lock is not waited for here (one foreign holder must not stall a
 round): the call fails with LockBusy at once and the async caller retries
@@ -34,7 +29,6 @@ import asyncio
 import collections
 import contextlib
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -47,8 +41,6 @@ T = TypeVar("T")
 
 IDLE_SECONDS = 10.0  # a round thread with nothing to do for this long ends
 ROUND_CALLS = 32
-MAX_THREADS = 2
-SPLIT_AFTER = 0.005  # a round running this long with calls waiting: a second thread
 
 
 class _Call:
@@ -75,7 +67,7 @@ def _settle(calls: list[_Call]) -> None:
 
 
 class Rounds:
-    """The round threads of one store (started on demand, ended when idle);
+    """One round thread for one store (started on demand, ended when idle);
     `commit()` wraps each round; each call's writes are charged to its index."""
 
     def __init__(self, commit: Callable[[], contextlib.AbstractContextManager[GroupCommit]], *,
@@ -84,9 +76,8 @@ class Rounds:
         self._name = name
         self._queued: collections.deque[_Call] = collections.deque()
         self._changed = threading.Condition(threading.Lock())
-        self._threads = 0
-        self._idle = 0  # threads waiting for calls
-        self._running: dict[int, float] = {}  # thread ident -> when its current round started
+        self._running = False  # the round thread exists
+        self._idle = False  # ... and waits for calls
         self.rounds = 0  # rounds run (benchmarks and tests read it)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -99,9 +90,8 @@ class Rounds:
             self._queued.append(call)
             if self._idle:
                 self._changed.notify()
-            elif self._threads == 0 or (self._threads < MAX_THREADS and self._running and
-                                        time.monotonic() - min(list(self._running.values())) > SPLIT_AFTER):
-                self._threads += 1
+            elif not self._running:
+                self._running = True
                 threading.Thread(target=self._work, name=self._name, daemon=True).start()
         # Like a pool thread's call, a started call is waited for even when cancelled:
         # its write may already be on disk, and the caller must not report otherwise.
@@ -115,7 +105,7 @@ class Rounds:
                 self._round(calls)
         except BaseException:
             with self._changed:
-                self._threads -= 1
+                self._running = False
             raise
 
     def _next_calls(self) -> list[_Call] | None:
@@ -123,19 +113,17 @@ class Rounds:
         thread then ends)."""
         with self._changed:
             while not self._queued:
-                self._idle += 1
+                self._idle = True
                 woken = self._changed.wait(IDLE_SECONDS)
-                self._idle -= 1
+                self._idle = False
                 if not woken and not self._queued:
-                    self._threads -= 1
+                    self._running = False
                     return None
             take = min(len(self._queued), ROUND_CALLS)
             return [self._queued.popleft() for _ in range(take)]
 
     def _round(self, calls: list[_Call]) -> None:
         self.rounds += 1
-        me = threading.get_ident()
-        self._running[me] = time.monotonic()
         try:
             with self._commit() as commit:
                 for index, call in enumerate(calls):
@@ -149,8 +137,6 @@ class Rounds:
         except Exception as exc:  # noqa: BLE001 - the commit itself broke: no write is known durable
             for call in calls:
                 call.result, call.ok = exc, False
-        finally:
-            del self._running[me]
         by_loop: dict[asyncio.AbstractEventLoop, list[_Call]] = {}
         for call in calls:
             by_loop.setdefault(call.loop, []).append(call)

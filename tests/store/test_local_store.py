@@ -534,28 +534,6 @@ def test_a_commit_holds_at_most_max_pending_writes_open_at_once(store, root):
     assert leftovers(root) == []
 
 
-async def test_calls_waiting_behind_a_long_round_are_taken_by_a_second_thread(store, root):
-    """Bulk work (gc's batches) may keep a round busy; a short call does not wait for it."""
-    release = threading.Event()
-    finished: list[str] = []
-
-    def slow() -> None:
-        release.wait(5)
-
-    async def long_round() -> None:
-        await store.in_round(slow)
-        finished.append("slow")
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(long_round)
-        await anyio.sleep(0.05)  # the first round thread is in `slow`
-        with anyio.fail_after(2):
-            await store.create("heartbeats/quick.json", {"n": 1})
-        finished.append("quick")
-        release.set()
-    assert finished == ["quick", "slow"]
-
-
 async def test_a_round_takes_at_most_round_calls_calls(store, root):
     from agentcoordd.store.rounds import ROUND_CALLS
 
