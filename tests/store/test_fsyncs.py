@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -63,11 +64,8 @@ def test_threads_fsync_at_the_same_time_without_taking_each_others_answers(tmp_p
             for fd in fds:
                 os.close(fd)
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(6) as pool:  # all at once; a thread's exception fails the test
+        list(pool.map(worker, range(6)))
     assert {n: len(a) for n, a in answers.items()} == {n: 200 for n in range(6)}
     assert all(result is None for a in answers.values() for result in a)
 

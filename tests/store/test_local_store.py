@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -625,11 +626,8 @@ def test_concurrent_syncs_of_one_directory_share_fsyncs_and_each_covers_its_call
         if not any(n in seen for seen in covered):
             uncovered.append(n)
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(32)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(32) as pool:  # all at once; a thread's exception fails the test
+        list(pool.map(writer, range(32)))
     assert uncovered == []
     assert len(covered) < 32  # shared: fewer fsyncs than callers
 
