@@ -12,13 +12,12 @@ earliest answer, exit 2 says there is no answer yet (UNKNOWN: the agent decides)
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from agentcoordctl import spec
-from agentcoordctl.options import BACKEND, BATCH_ID_REQUIRED, JSON, dump_json, eprint, run
+from agentcoordctl.options import BACKEND, BATCH_ID_REQUIRED, JSON, run
 from agentcoordctl.render import printable
-from agentcoordctl.spec import REQUIRED, Exit, Opt
+from agentcoordctl.spec import REQUIRED, Opt
 from agentcoordd import protocol as p
 
 REQUEST_TYPES = ("help_requested", "escalation_requested")
@@ -44,32 +43,6 @@ def render_answer(found: dict[str, Any]) -> str:
     if found.get("decision") is not None:
         lines.append(f"decision: {found['decision']}")
     return "\n".join(printable(line) for line in lines)
-
-
-def wait_answered(batch_id: str, event_id: str, *, timeout: float, interval: float, json: bool,
-                  selection: p.Selection) -> None:
-    """Wait for the request's answer; print it and exit 0, or exit 2 when none came."""
-    from agentcoordctl.wait import wait_slices
-
-    def request(slice_: float) -> p.WaitAnswered:
-        return p.WaitAnswered(batch_id=batch_id, event_id=event_id, wait_seconds=slice_,
-                              poll_seconds=interval, selection=selection)
-
-    started = time.monotonic()
-    met, state, why = wait_slices(request, timeout=timeout, interval=interval)
-    waited = round(time.monotonic() - started, 3)
-    outcome: dict[str, Any] = {"condition": "until-answered", "met": met, "waited_seconds": waited,
-                               "detail": why, "batch_id": batch_id, "event_id": event_id}
-    if met:
-        outcome.update(answer=state.get("answer"), request=state.get("request"),
-                       answers=state.get("answers"))
-        print(dump_json(outcome) if json else render_answer(state.get("answer") or {}))
-        raise Exit(0)
-    if json:
-        print(dump_json({**outcome, "timed_out": True}))
-    eprint(printable(f"wait: no answer yet to {event_id} of batch {batch_id} after {timeout:g}s "
-                     f"({why or 'not answered'}); UNKNOWN: decide without it or wait again"))
-    raise Exit(p.EXIT_OPERATIONAL)
 
 
 COMMANDS = (spec.Command(

@@ -12,7 +12,6 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import spec

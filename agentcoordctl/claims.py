@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from agentcoordctl.compat import AGENT_COORD
+from agentcoordctl.fence import FENCING_TOKEN
 from agentcoordctl import render, spec
 from agentcoordctl.lanes import KEEP_ALIVE
 from agentcoordctl.options import (
@@ -70,12 +71,19 @@ CLOSEOUT = (TERMINAL, PR_STATE, EVIDENCE_URL, WORKSPACE)
 def release(*, agent_id: str, repo: str, target: str, branch: str | None, handoff_to: str | None,
             handoff_note: str | None, terminal: str | None, pr_state: str | None,
             evidence_url: str | None, workspace: str | None, meta: Any,
-            selection: p.Selection, json: bool) -> None:
+            selection: p.Selection, json: bool, fencing_token: int | None = None,
+            force: bool = False) -> None:
     run(p.Release(agent_id=agent_id, repo=repo, target=target, branch=branch, meta=meta,
                   handoff_to=handoff_to,
                   handoff_note=handoff_note, terminal=terminal, pr_state=pr_state,
-                  evidence_url=evidence_url, workspace=workspace, selection=selection),
+                  evidence_url=evidence_url, workspace=workspace, selection=selection,
+                  fencing_token=fencing_token, force=force),
         as_json=json, text=render.release)
+
+
+FORCE = Opt("--force", "force", "flag",
+            help="Act for an agent of another machine or session (recorded as forced_by in "
+            "the event: uid, pid, machine; docs/security.md).")
 
 
 COMMANDS = (
@@ -92,6 +100,6 @@ COMMANDS = (
          Opt("--handoff-to", "handoff_to", metavar="ID", help="Structured handoff: the next agent."),
          Opt("--handoff-note", "handoff_note", metavar="TEXT",
              help="Structured handoff: the resume note."),
-         *CLOSEOUT, METADATA, BACKEND, JSON),
+         *CLOSEOUT, METADATA, BACKEND, JSON, FENCING_TOKEN, FORCE),
         release, **AGENT_COORD),
 )

@@ -23,12 +23,15 @@ from agentcoordctl.options import TIMEOUT, Globals
 COMMANDS = {
     "claim": "agentcoordctl.claims",
     "release": "agentcoordctl.claims",
+    "takeover": "agentcoordctl.takeover",
+    "fence": "agentcoordctl.fence",
     "heartbeat": "agentcoordctl.heartbeat",
     "register-batch": "agentcoordctl.batches",
     "record-event": "agentcoordctl.events",
     "status": "agentcoordctl.status",
     "batch-audit": "agentcoordctl.batches",
     "batch": "agentcoordctl.batchctl",
+    "usage": "agentcoordctl.usage",
     "health": "agentcoordctl.health",
     "dashboard": "agentcoordctl.dashboard",
     "version": "agentcoordctl.info",
@@ -48,11 +51,15 @@ COMMANDS = {
     "answer": "agentcoordctl.answer",
     "events": "agentcoordctl.feed",
     "ready": "agentcoordctl.ready",
+    "capacity": "agentcoordctl.capacity",
+    "reserve": "agentcoordctl.capacity",
+    "reservation": "agentcoordctl.capacity",
+    "limit": "agentcoordctl.limits",
 }
 HELP_WORDS = ("-h", "--help", "help")
 # `agentcoordctl --version` is `agentcoordctl version` (what it prints, its exit code).
 VERSION = spec.Opt("--version", "version", "flag", help="Print what `agentcoordctl version` prints.")
-GROUPS = ("batch", "token")  # commands that are only a name for their subcommands
+GROUPS = ("batch", "token", "fence", "capacity", "reservation", "limit")  # commands that are only a name for their subcommands
 
 
 def declarations(name: str | None = None) -> list[spec.Command]:
@@ -112,7 +119,13 @@ def dispatch(args: list[str]) -> int:
         if words[0] in GROUPS and (len(words) == 1 or words[1] in HELP_WORDS[:2]):
             return show_help(words[:1])
         shown = " ".join(words[:2]) if words[0] in GROUPS else words[0]
-        print(f"unknown command: {printable(shown)} (see 'agentcoordctl --help')", file=sys.stderr)
+        if words[0] in GROUPS:
+            subcommands = {c.path[1]: None for c in declarations(words[0]) if len(c.path) > 1}
+            hint = spec.did_you_mean(words[1] if len(words) > 1 else "", subcommands,
+                                     dashes=f"{words[0]} ")
+        else:
+            hint = spec.did_you_mean(shown, COMMANDS, dashes="")
+        print(f"unknown command: {printable(shown)}{hint} (see 'agentcoordctl --help')", file=sys.stderr)
         return 1
     command, rest = found
     try:

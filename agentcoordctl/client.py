@@ -45,6 +45,10 @@ class ClientError(Exception):
         self.message = message
 
 
+class CallTimedOut(ClientError):
+    """The daemon did not answer within the call's timeout (state UNKNOWN)."""
+
+
 def caller(env: Mapping[str, str] | None = None) -> p.Caller:
     env = os.environ if env is None else env
     forwarded = {
@@ -159,6 +163,21 @@ def connect(path: str, *, timeout: float, autostart: bool = True,
             raise ClientError(f"cannot reach agentcoordd at {path}: {exc.strerror or exc}") from None
     if not autostart:
         raise ClientError(f"agentcoordd is not running (socket {path})")
+    other = _running_elsewhere(path, env)
+    if other is not None and env.get("AGENT_COORD_SOCKET"):  # asked for this socket: say, don't override
+        raise ClientError(
+            f"agentcoordd already runs for this user ({_described(other)}); AGENT_COORD_SOCKET "
+            f"names another socket, {path}: use that daemon with AGENT_COORD_SOCKET="
+            f"{other['socket']}, or stop it first (kill {other['pid']}) to start one here")
+    if other is not None:
+        notify(f"notice: using the running agentcoordd ({_described(other)}); this environment "
+               f"would have started a second one on {path} (its XDG_RUNTIME_DIR or XDG_STATE_HOME "
+               f"differ): set AGENT_COORD_SOCKET={other['socket']} to use it without this notice")
+        try:
+            return Connection(_connect(other["socket"], timeout))
+        except OSError as exc:
+            raise ClientError(f"cannot reach agentcoordd at {other['socket']}: "
+                              f"{exc.strerror or exc}") from None
     if (env.get("AGENT_COORD_NO_AUTOSTART") or "").strip().lower() in _TRUE:
         raise ClientError(
             f"agentcoordd is not running (socket {path}) and AGENT_COORD_NO_AUTOSTART is set: "
@@ -188,6 +207,19 @@ def connect(path: str, *, timeout: float, autostart: bool = True,
             )
         retry += 1
         time.sleep(AUTOSTART.delay(retry))
+
+
+def _running_elsewhere(path: str, env: Mapping[str, str]) -> dict[str, Any] | None:
+    """One daemon per user: another of this user's daemons that runs on a socket other than
+    `path` (this environment's XDG_RUNTIME_DIR, XDG_STATE_HOME or AGENT_COORD_SOCKET
+    differ from its). Starting a second would split the user's state without a word."""
+    running = [d for d in p.running_daemons(env) if d["socket"] != path]
+    return running[0] if running else None  # none, or ours still starting (a racing ctl's)
+
+
+def _described(daemon: dict[str, Any]) -> str:
+    return (f"pid {daemon['pid']}, socket {daemon['socket']}, state dir {daemon['state_dir']}, "
+            f"local state root {daemon['state_root']}")
 
 
 def _last_line(log_path: str) -> str:
@@ -271,9 +303,9 @@ def request(message: Any, *, timeout: float | None = None, autostart: bool = Tru
                 return reply, welcome
     except (socket.timeout, TimeoutError):
         if silent:
-            raise ClientError(f"agentcoordd sent nothing for {idle:g}s (socket {path}); coordination "
-                              "state is UNKNOWN") from None
-        raise ClientError(
+            raise CallTimedOut(f"agentcoordd sent nothing for {idle:g}s (socket {path}); coordination "
+                               "state is UNKNOWN") from None
+        raise CallTimedOut(
             f"agentcoordd did not answer within {timeout:g}s (socket {path}); coordination state "
             "is UNKNOWN"
         ) from None

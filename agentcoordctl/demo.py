@@ -78,18 +78,26 @@ class _Demo:
         return response
 
     def backdate(self, *, updated_ago: dt.timedelta, expires_ago: dt.timedelta) -> str:
-        """Age the holder's heartbeat; returns its liveness as a reader derives it."""
+        """Age the holder's heartbeat (and its claim, acquired a minute before that beat:
+        a beat older than the claim would say nothing about its holder); returns the
+        heartbeat's liveness as a reader derives it."""
         now = dt.datetime.now(dt.timezone.utc)
-        path = os.path.join(self.root, "heartbeats", f"{HOLDER}.json")
+        beat = self._rewrite(os.path.join("heartbeats", f"{HOLDER}.json"), {
+            "updated_at": format_ts(now - updated_ago), "expires_at": format_ts(now - expires_ago)})
+        self._rewrite(os.path.join("claims", *REPO.split("/"), f"{TARGET}.json"),
+                      {"claimed_at": format_ts(now - updated_ago - dt.timedelta(minutes=1))})
+        return liveness(beat["updated_at"], beat["expires_at"], now)
+
+    def _rewrite(self, relative: str, changes: dict[str, str]) -> dict[str, Any]:
+        path = os.path.join(self.root, relative)
         with open(path, encoding="utf-8") as fh:
             record = json.load(fh)
-        record["updated_at"] = format_ts(now - updated_ago)
-        record["expires_at"] = format_ts(now - expires_ago)
+        record.update(changes)
         tmp = path + ".demo-tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(record, indent=2) + "\n")
         os.replace(tmp, path)
-        return liveness(record["updated_at"], record["expires_at"], now)
+        return record
 
     def expect(self, step: str, response: p.Response, code: int) -> None:
         if response.exit_code == code:

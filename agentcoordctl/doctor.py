@@ -22,7 +22,7 @@ from typing import Any
 
 from agentcoordctl.compat import AGENT_COORD
 from agentcoordctl import client, spec
-from agentcoordctl.options import BACKEND, JSON, Globals, dump_json, eprint
+from agentcoordctl.options import BACKEND, JSON, Globals, dump_json, eprint, say_notices
 from agentcoordctl.render import printable
 from agentcoordctl.spec import Exit, Opt
 from agentcoordd import protocol as p
@@ -55,8 +55,7 @@ def doctor(*, json: bool, stack_json: bool, deep: bool, doctor_prefix: list[str]
             print(dump_json(unreachable_stack(exc.message, state_root, api_url, etcd_endpoints,
                                               backend, deep)))
         raise Exit(exc.exit_code) from None
-    for notice in response.notices:
-        eprint(notice)
+    say_notices(response)
     for warning in response.warnings:
         eprint(f"warning: {warning}")
     payload = response.payload

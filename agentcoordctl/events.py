@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentcoordctl.compat import AGENT_COORD
+from agentcoordctl.fence import FENCING_TOKEN
 from agentcoordctl import render, spec
 from agentcoordctl.claims import CLOSEOUT
 from agentcoordctl.options import (
@@ -35,11 +36,12 @@ def record_event(*, batch_id: str, type: str, lane: str | None, agent_id: str | 
                  message: str | None, typed: dict[str, str], terminal: str | None,
                  pr_state: str | None, evidence_url: str | None, workspace: str | None,
                  meta: Any, selection: p.Selection, queue_on_failure: bool, json: bool,
-                 wait_answer: float | None = None) -> None:
+                 wait_answer: float | None = None, fencing_token: int | None = None) -> None:
     message_ = p.RecordEvent(batch_id=batch_id, type=type, lane=lane, agent_id=agent_id, repo=repo,
                       target=target, branch=branch, status=status, message=message, meta=meta,
                       typed=typed, terminal=terminal, pr_state=pr_state, evidence_url=evidence_url,
-                      workspace=workspace, queue_on_failure=queue_on_failure, selection=selection)
+                      workspace=workspace, queue_on_failure=queue_on_failure, selection=selection,
+                      fencing_token=fencing_token)
     if wait_answer is not None:
         record_and_wait(message_, wait_answer, json=json)
     run(message_, as_json=json, text=render.record_event)
@@ -47,8 +49,8 @@ def record_event(*, batch_id: str, type: str, lane: str | None, agent_id: str | 
 
 def record_and_wait(request: p.RecordEvent, seconds: float, *, json: bool) -> None:
     """--wait-answer: record the request (its confirmation on stderr), then wait for its
-    answer: stdout gets only the answer (agentcoordctl.answer.wait_answered)."""
-    from agentcoordctl import answer
+    answer: stdout gets only the answer (agentcoordctl.wait.wait_answered)."""
+    from agentcoordctl import answer, wait
     from agentcoordctl.options import eprint, fail, send, show
 
     if request.type not in answer.REQUEST_TYPES:
@@ -69,8 +71,8 @@ def record_and_wait(request: p.RecordEvent, seconds: float, *, json: bool) -> No
                    f"later: agentcoordctl wait --until-answered --batch-id {request.batch_id} "
                    f"--event-id {event.get('event_id')}", p.EXIT_OPERATIONAL)
     eprint(render.printable(render.record_event(payload)) + f"; waiting up to {seconds:g}s for an answer")
-    answer.wait_answered(request.batch_id, str(event.get("event_id")), timeout=seconds,
-                         interval=1.0, json=json, selection=request.selection)
+    wait.wait_answered(request.batch_id, str(event.get("event_id")), timeout=seconds,
+                       interval=1.0, json=json, selection=request.selection)
 
 
 COMMANDS = (spec.Command(
@@ -89,5 +91,5 @@ COMMANDS = (spec.Command(
      Opt("--wait-answer", "wait_answer", "custom", parse=positive_seconds, metavar="SECONDS",
          help="help_requested/escalation_requested: then wait this long for the answer and "
          "print it (exit 0), or exit 2 (no answer yet)."),
-     JSON),
+     JSON, FENCING_TOKEN),
     record_event, **AGENT_COORD),)

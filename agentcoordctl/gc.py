@@ -12,12 +12,18 @@ from agentcoordd import protocol as p
 
 
 def _text(payload: Any) -> str:
+    """agent-coord's lines: the mode and policy, then one line per action (sources
+    comma-separated, no arrow without an archive path), or `- no actions`."""
     actions = payload.get("actions") or []
-    lines = [f"gc {payload.get('mode')}: {len(actions)} action(s)"]
+    policy = payload.get("policy") or {}
+    lines = [f"gc {payload.get('mode')} hot={policy.get('hot_days')}d "
+             f"archive={policy.get('archive_days')}d synthetic_hot={policy.get('synthetic_hot_days')}d"]
     for action in actions:
-        source = action.get("source_path") or ", ".join(action.get("source_paths") or [])
-        lines.append(f"- {action.get('action')} {source} -> {action.get('archive_path') or '-'} "
-                     f"({action.get('reason')})")
+        source = action.get("source_path") or ",".join(action.get("source_paths") or [])
+        archive = f" -> {action['archive_path']}" if action.get("archive_path") else ""
+        lines.append(f"- {action.get('action')} {source}{archive} ({action.get('reason')})")
+    if not actions:
+        lines.append("- no actions")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentcoordctl import spec
-from agentcoordctl.options import BACKEND, BATCH_ID, JSON, positive_seconds, run
+from agentcoordctl.options import BACKEND, BATCH_ID, JSON, positive_seconds, run, seconds
 from agentcoordctl.render import open_request
 from agentcoordctl.spec import Opt
 from agentcoordd import protocol as p
@@ -56,8 +56,9 @@ def render(payload: dict[str, Any]) -> str:
 
 
 def health(*, batch_id: str | None, json: bool, selection: p.Selection,
-           unanswered_after: float | None = None) -> None:
-    run(p.Health(batch_id=batch_id, unanswered_after=unanswered_after, selection=selection),
+           unanswered_after: float | None = None, first_heartbeat_grace: float | None = None) -> None:
+    run(p.Health(batch_id=batch_id, unanswered_after=unanswered_after,
+                 first_heartbeat_grace=first_heartbeat_grace, selection=selection),
         as_json=json, text=render)
 
 
@@ -66,5 +67,9 @@ COMMANDS = (spec.Command(
     (BATCH_ID, JSON, BACKEND,
      Opt("--unanswered-after", "unanswered_after", "custom", parse=positive_seconds,
          metavar="SECONDS", help="Warn (request_unanswered) about a help/escalation request "
-         "open longer than this (default 1800).")),
+         "open longer than this (default 1800)."),
+     Opt("--first-heartbeat-grace", "first_heartbeat_grace", "custom", parse=seconds,
+         metavar="SECONDS", help="No claim_without_heartbeat / lane_without_heartbeat for a "
+         "claim or batch younger than this: the normal gap before a first heartbeat "
+         "(default 300).")),
     health),)

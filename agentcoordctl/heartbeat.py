@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from agentcoordctl.compat import AGENT_COORD
+from agentcoordctl.fence import FENCING_TOKEN
 from agentcoordctl import render, spec
 from agentcoordctl.lanes import KEEP_ALIVE_HEARTBEAT
 from agentcoordctl.options import (
@@ -27,14 +28,16 @@ STATUS = Opt("--status", "status", metavar="STATUS", help=(
 
 def heartbeat(*, agent_id: str, repo: str | None, target: str | None, batch_id: str | None,
               branch: str | None, status: str | None, ttl: int | None, meta: Any,
-              selection: p.Selection, json: bool, keep_alive: p.KeepAlive | None) -> None:
+              selection: p.Selection, json: bool, keep_alive: p.KeepAlive | None,
+              fencing_token: int | None = None) -> None:
     run(p.Heartbeat(agent_id=agent_id, repo=repo, target=target, batch_id=batch_id, branch=branch,
-                    status=status, ttl=ttl, meta=meta, keep_alive=keep_alive, selection=selection),
+                    status=status, ttl=ttl, meta=meta, keep_alive=keep_alive, selection=selection,
+                    fencing_token=fencing_token),
         as_json=json, text=render.heartbeat)
 
 
 COMMANDS = (spec.Command(
     ("heartbeat",), "Write heartbeats/<agent-id>.json: you are alive, and what you are doing.",
     (AGENT_ID, OPT_REPO, OPT_TARGET, BATCH_ID, BRANCH,
-     STATUS, HEARTBEAT_TTL, METADATA, BACKEND, JSON, KEEP_ALIVE_HEARTBEAT),
+     STATUS, HEARTBEAT_TTL, METADATA, BACKEND, JSON, KEEP_ALIVE_HEARTBEAT, FENCING_TOKEN),
     heartbeat, **AGENT_COORD),)

@@ -72,6 +72,8 @@ _METADATA_HELP = {
     "instance_id": ("Agent instance id.", "ID"),
     "synthetic": ("Mark as synthetic (simulation, smoke).", None),
     "synthetic_kind": ("simulation, smoke, …", "KIND"),
+    "route": ("Lane route: MODEL/EFFORT, or {\"model\": M, \"effort\": E} as JSON.",
+              "MODEL/EFFORT"),
 }
 
 
@@ -107,6 +109,19 @@ TTL = Opt("--ttl", "ttl", "int", metavar="SECONDS", saturate=True, help="Lease l
 
 def eprint(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+_NOTICES_SAID: set[str] = set()
+
+
+def say_notices(response: p.Response) -> None:
+    """A response's notices on stderr, each once per command: `run`, `wait` and the
+    retries of one command make several requests, each answered with the same notices."""
+    for notice in response.notices:
+        line = printable(notice)
+        if line not in _NOTICES_SAID:
+            _NOTICES_SAID.add(line)
+            eprint(line)
 
 
 def dump_json(payload: Any) -> str:
@@ -175,7 +190,8 @@ def show(response: p.Response, *, as_json: bool = False,
          text: Callable[[Any], str | None] | None = None) -> None:
     """Print notices, warnings, the error and the payload; exit with the response's code.
     Text (not JSON) shows stored values escaped: see `render.printable`."""
-    for line in diagnostics(response):
+    say_notices(response)
+    for line in diagnostics(response)[len(response.notices):]:
         eprint(line)
     out: str | None = None
     if response.payload_json is not None:  # asked for with json_payload: printed as sent

@@ -19,6 +19,11 @@ def _reason(row: dict[str, Any]) -> str:
     state = row.get("state")
     if state == "closed":
         return f"terminal {row.get('terminal')}"
+    limit = row.get("blocked_on_limit")
+    if state == "blocked" and isinstance(limit, dict):
+        until = limit.get("resets_at") or "cleared (reset unknown)"
+        return (f"blocked on host limit {limit.get('quota_host')}/{limit.get('scope')} of "
+                f"{limit.get('machine')} until {until}")
     if state == "blocked":
         return "blocked_on " + ",".join(str(ref) for ref in row.get("blocked_on") or [])
     if state == "held":

@@ -78,20 +78,33 @@ def register_batch(payload: dict[str, Any]) -> str:
 
 
 def batch_audit(payload: dict[str, Any]) -> str:
+    """agent-coord's lines (an unknown verdict: its reason; no lanes: `- no lanes
+    registered`), then what only ours reports (archive source, unreadable records)."""
     lines = [f"batch-audit {payload.get('batch_id')} {payload.get('verdict')}"]
+    if payload.get("verdict") == "unknown":
+        lines.append(f"- {payload.get('reason')}")
+    elif not payload.get("lanes"):
+        lines.append("- no lanes registered")
     if payload.get("archive_path") and payload.get("lanes"):
         lines.append(f"audited from the archive: {payload['archive_path']}")
     for lane in payload.get("lanes") or []:
-        state = "complete" if lane.get("complete") else "incomplete"
-        line = f"- lane {lane.get('name') or '-'} owner {_dash(lane.get('owner'))} {state}"
-        if lane.get("malformed"):
-            line += " malformed"
-        if lane.get("missing"):
-            line += " missing " + ", ".join(lane["missing"])
-        lines.append(line)
-    if payload.get("reason"):
-        lines.append(f"reason: {payload['reason']}")
+        state = ("complete" if lane.get("complete")
+                 else "incomplete missing " + ", ".join(lane.get("missing") or []))
+        lines.append(f"- lane {lane.get('name') or 'UNKNOWN'} owner {lane.get('owner') or 'UNKNOWN'} "
+                     f"{state}")
+    for item in payload.get("unreadable") or []:
+        lines.append(f"unreadable (left out): {item.get('path')}: {item.get('reason')}")
     return "\n".join(lines)
+
+
+def host_limit(row: dict[str, Any]) -> str:
+    if row.get("status") == "cleared":
+        state = f"cleared {row.get('cleared_at')}"
+    elif not row.get("effective", True):
+        state = f"reset {row.get('resets_at')}"
+    else:
+        state = f"active until {row.get('resets_at') or 'cleared (reset unknown)'}"
+    return f"- {row.get('quota_host')}/{row.get('scope')} on {row.get('machine')}: {state}"
 
 
 def status(payload: dict[str, Any]) -> str:
@@ -119,7 +132,7 @@ def status(payload: dict[str, Any]) -> str:
     ])
     batches: list[str] = []
     for batch in payload.get("batches") or []:
-        batches.append(f"- {batch.get('batch_id')}")
+        batches.append(f"- {batch.get('batch_id')}" + batch_records_line(batch))
         for lane in batch.get("lanes") or []:
             if not isinstance(lane, dict):
                 batches.append("  - lane (malformed)")
@@ -128,23 +141,85 @@ def status(payload: dict[str, Any]) -> str:
                 f"  - lane {lane.get('name')} owner {_dash(lane.get('owner'))} targets "
                 f"{_dash(lane.get('targets'))} status {_dash(lane.get('status'))} "
                 f"{_dash(lane.get('liveness'))} deps {_dash(lane.get('deps'))} blocked_on "
-                f"{_dash(lane.get('blocked_on'))}"
+                f"{_dash(lane.get('blocked_on'))}" + _lane_state_text(lane)
+                + (f" route {lane['route']}" if lane.get("route") else "")
             )
+        batches.extend(batch_record_rows(batch))
     section("batches", batches)
-    section("events", [
-        f"- {e.get('at')} {e.get('batch_id')} {e.get('type')} lane {_dash(e.get('lane'))} agent "
-        f"{_dash(e.get('agent_id'))}" + (f" {e['message']}" if e.get("message") else "")
-        for e in payload.get("events") or []
-    ])
+    section("events", [status_event(e) for e in payload.get("events") or []])
     if "open_requests" in payload:  # batch scope: requests nobody answered yet
         section("open requests", [open_request(r) for r in payload["open_requests"]])
+    if "host_limits" in payload:  # usage limits of quota pools (docs/capacity.md)
+        section("host limits", [host_limit(r) for r in payload["host_limits"]])
+    if "archive" in payload:  # --include-archived
+        section("archive", [
+            f"- {a.get('path')} {a.get('record_family')} source "
+            f"{a.get('source_path') or ','.join(a.get('source_paths') or [])} "
+            f"delete_after {a.get('delete_after')}"
+            for a in payload["archive"]])
     scope, degraded = _scope_notes(payload)
     if scope:
         lines.append(scope)
-    if degraded and any(payload.get(k) for k in ("claims", "heartbeats", "batches", "events")):
+    if degraded:
         lines.append("degraded")
         lines.extend(f"- {note}" for note in degraded)
     return "\n".join(lines)
+
+
+def _lane_state_text(lane: dict[str, Any]) -> str:
+    """The lane's own state after agent-coord's columns (docs/compat.md#lane-holders):
+    ` state held holder a4 live`, ` state closed done`, ` state not_started`."""
+    state = lane.get("lane_state")
+    if not state:
+        return ""
+    text = f" state {state}"
+    if lane.get("closed_as"):
+        text += f" {lane['closed_as']}"
+    holder = lane.get("holder")
+    if isinstance(holder, dict) and holder.get("agent_id"):
+        text += f" holder {holder['agent_id']} {_dash(holder.get('liveness'))}"
+    return text
+
+
+def unknown_or(value: Any) -> str:
+    """A metric as the tiles show it: unknown stays unknown (never 0)."""
+    return "unknown" if value is None or value == "—" else str(value)
+
+
+def batch_records_line(batch: dict[str, Any]) -> str:
+    """What follows a batch's id in status text: its merge authority, only when declared."""
+    authority = batch.get("merge_authority")
+    return f" merge_authority {authority}" if isinstance(authority, str) else ""
+
+
+def batch_record_rows(batch: dict[str, Any]) -> list[str]:
+    """The batch's own records under its lanes (additive lines, only when present)."""
+    rows = []
+    blocker = batch.get("blocker")
+    if isinstance(blocker, dict):
+        rows.append(f"  - blocked: {blocker.get('message')} decisions "
+                    f"{'; '.join(map(str, blocker.get('decisions') or []))}"
+                    + (f" recommended {blocker['recommendedReply']}" if blocker.get("recommendedReply") else ""))
+    usage = batch.get("usage_totals")
+    if isinstance(usage, dict):
+        for model, m in sorted((usage.get("tokens_by_model") or {}).items()):
+            rows.append(f"  - usage {model} input {unknown_or(m.get('input_tokens'))} output "
+                        f"{unknown_or(m.get('output_tokens'))} cost USD {unknown_or(m.get('cost'))}")
+        t = usage.get("batch_totals") or {}
+        rows.append(f"  - usage total input {unknown_or(t.get('input_tokens'))} output "
+                    f"{unknown_or(t.get('output_tokens'))} cost USD {unknown_or(t.get('cost'))}")
+    completion = batch.get("completion")
+    if isinstance(completion, dict):
+        rows.append(f"  - completed: audit {(completion.get('audit') or {}).get('verdict')}")
+    return rows
+
+
+def status_event(e: dict[str, Any]) -> str:
+    """agent-coord's event line: batch, lane, type, phase (else status), agent, time,
+    then the message when there is one."""
+    line = (f"- {e.get('batch_id')} {e.get('lane') or '-'} {e.get('type')} "
+            f"{e.get('phase') or e.get('status') or '-'} by {e.get('agent_id') or '-'} at {e.get('at')}")
+    return line + (f" {e['message']}" if e.get("message") else "")
 
 
 def age(seconds: Any) -> str:
@@ -252,7 +327,9 @@ def daemon_status(payload: dict[str, Any]) -> str:
         f"connections: {payload.get('connections')}",
     ]
     if payload.get("metrics_url"):
-        lines.append(f"metrics: {payload['metrics_url']}")
+        token = payload.get("metrics_token_file")
+        lines.append(f"metrics: {payload['metrics_url']}"
+                     + (f" (Authorization: Bearer, token in {token})" if token else ""))
     for backend in payload.get("backends") or []:
         lines.append(f"backend: {backend.get('kind')} {backend.get('location')} "
                      f"(from {backend.get('source')})")

@@ -11,6 +11,8 @@ release fails: then the claim is released plainly (no claim stays behind for
 its lease) and ctl exits with the failed release's code (2 when unclear). If the
 claim is fenced while COMMAND runs (someone took it over), COMMAND gets
 SIGTERM after `--fence-grace` seconds, then SIGKILL after as long again.
+COMMAND runs with the grant in its environment: AGENT_COORD_FENCING_TOKEN,
+AGENT_COORD_FENCE_REPO and AGENT_COORD_FENCE_TARGET (docs/fencing.md).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any
 from agentcoordctl import client, lanes, render, spec
 from agentcoordctl.lanes import HEARTBEAT_TTL, IDLE_TIMEOUT, RENEW_EVERY
 from agentcoordctl.options import (
-    AGENT_ID, BACKEND, BATCH_ID, BRANCH, METADATA, REPO, TARGET, TTL, eprint, fail, seconds, send,
+    AGENT_ID, BACKEND, BATCH_ID, BRANCH, METADATA, REPO, TARGET, TTL, eprint, fail, say_notices,
+    seconds, send,
 )
 from agentcoordctl.spec import Arg, Exit, Opt
 from agentcoordd import protocol as p
@@ -68,7 +71,11 @@ def run_command(*, command: list[str], agent_id: str, repo: str, target: str,
 
     for signum in FORWARDED:
         signal.signal(signum, lambda s, _f: _forward(child, s))
-    os.write(gate, b"1")
+    claim = (response.payload or {}).get("claim") or {} if isinstance(response.payload, dict) else {}
+    token = claim.get("fencing_token")
+    os.write(gate, b"1" + b"\0".join(f"{k}={v}".encode() for k, v in (
+        ("AGENT_COORD_FENCING_TOKEN", token), ("AGENT_COORD_FENCE_REPO", repo),
+        ("AGENT_COORD_FENCE_TARGET", target)) if v is not None))
     os.close(gate)
     code, fenced = _supervise(child, agent_id, fence_grace, renew_every)
 
@@ -112,10 +119,16 @@ def _fork_gated(command: list[str]) -> tuple[int, int]:
         try:
             os.close(write_end)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            go = os.read(read_end, 1)
+            message = b""
+            while chunk := os.read(read_end, 65536):
+                message += chunk
             os.close(read_end)
-            if go != b"1":
+            if message[:1] != b"1":
                 os._exit(125)
+            for item in message[1:].split(b"\0"):  # the grant: AGENT_COORD_FENCING_TOKEN, …
+                key, _, value = item.decode().partition("=")
+                if key:
+                    os.environ[key] = value
             os.execvp(command[0], command)
         except FileNotFoundError:
             os.write(2, f"agentcoordctl run: command not found: {command[0]}\n".encode())
@@ -148,8 +161,7 @@ def _forward(child: int, signum: int) -> None:
 
 def _report(response: p.Response, text: Any) -> None:
     """A claim/release answer on stderr: stdout belongs to COMMAND."""
-    for notice in response.notices:
-        eprint(notice)
+    say_notices(response)
     for warning in response.warnings:
         eprint(f"warning: {warning}")
     if response.error:

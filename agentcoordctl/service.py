@@ -1,7 +1,8 @@
 """`agentcoordctl service install|uninstall|status`: the daemon as a user service.
 
-Templates are the files under service/ (systemd user units with socket
-activation; a launchd KeepAlive agent). Rendering substitutes the installed
+Templates are the files of the top-level service/ folder (systemd user units with
+socket activation; a launchd KeepAlive agent), installed as the data package
+`agentcoord_service` (pyproject.toml maps it to service/). Rendering substitutes the installed
 interpreter and paths; enabling runs `systemctl --user` or `launchctl`. Every
 action is printed; --dry-run prints and changes nothing.
 """
@@ -24,10 +25,11 @@ SYSTEMD_UNITS = ("agentcoordd.socket", "agentcoordd.service")
 
 
 def template_dir() -> Any:
-    """The unit templates, shipped as package data (agentcoordctl/templates/)."""
+    """The unit templates: service/ in a checkout, package data `agentcoord_service` when
+    installed (one copy, mapped in pyproject.toml)."""
     from importlib.resources import files
 
-    return files("agentcoordctl") / "templates"
+    return files("agentcoord_service")
 
 
 def default_kind() -> str:

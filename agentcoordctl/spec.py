@@ -32,7 +32,7 @@ parsed like any other and handed to the command as one value.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -231,6 +231,15 @@ def resolve(table: dict[str, Opt], key: str, *, icase: bool) -> Opt | str:
     return table[best]
 
 
+def did_you_mean(word: str, names: Iterable[str], dashes: str = "--") -> str:
+    """`; did you mean --agent-id?` for the nearest name (difflib), else nothing: one line,
+    after agent-coord's own words (it prints its suggestion on a second line)."""
+    import difflib
+
+    close = difflib.get_close_matches(word.lower().replace("_", "-"), list(names), n=1, cutoff=0.6)
+    return f"; did you mean {dashes}{close[0]}?" if close else ""
+
+
 # ---- parsing ---------------------------------------------------------------------------
 
 
@@ -287,7 +296,8 @@ def parse(command: Command, argv: Sequence[str],
             key, eq, value = word[2:].partition("=")
             found = resolve(table, key.replace("_", "-"), icase=True)
             if isinstance(found, str):
-                raise UsageProblem(f"{found}: {word}")
+                hint = did_you_mean(key, table) if found == _INVALID else ""
+                raise UsageProblem(f"{found}: {word}{hint}")
             take(found, word, value if eq else None, bool(eq))
             continue
         letter, rest = word[1], word[2:]

@@ -140,6 +140,10 @@ def _refuse_etcd_flags(endpoints: str | None, password_file: str | None,
         raise UsageError(f"{', '.join(used)} only apply with --etcd")
 
 
+def _directory(scope: str) -> str:
+    return scope[:-1] if scope.endswith("/") and not scope.endswith("//") else scope
+
+
 def etcd_scopes(reads: list[str], writes: list[str], *, all_state: bool) -> tuple[list[str], list[str]]:
     """Validated etcd scopes: HTTP token grammar; write prefixes gain their archive/ mirror."""
     from agentcoordd import tokens
@@ -151,6 +155,9 @@ def etcd_scopes(reads: list[str], writes: list[str], *, all_state: bool) -> tupl
         raise UsageError("give at least one --read-prefix or --write-prefix, or --all-state")
     if all_state:
         return [], ["*"]
+    # docs/etcd.md writes a directory scope as etcd shows a prefix, `claims/acme/`: the same scope.
+    reads = [_directory(scope) for scope in reads]
+    writes = [_directory(scope) for scope in writes]
     for scope in reads + writes:
         if not tokens.valid_scope(scope):
             raise UsageError(

@@ -16,7 +16,11 @@ from agentcoordctl import spec
 APP_HELP = "agentcoordctl: coordinate AI coding agents through the per-machine agentcoordd."
 GROUP_HELP = {
     "batch": "Batch control signals (stop requests).",
+    "usage": "Usage reports: tokens and cost per model.",
     "token": "Provision, rotate or revoke a machine's credentials (runs here; no daemon).",
+    "capacity": "Capacity profiles, inboxes and lane occupancy for reservations (docs/capacity.md).",
+    "reservation": "Consume, release or show a capacity reservation (docs/capacity.md).",
+    "limit": "Report, clear or list usage limits of quota pools (docs/capacity.md).",
 }
 
 

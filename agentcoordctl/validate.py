@@ -17,6 +17,7 @@ from agentcoordctl.batches import read_input
 from agentcoordctl.options import JSON, dump_json, fail
 from agentcoordctl.spec import Arg, Exit, Opt
 from agentcoordd import protocol as p
+from agentcoordd.model import ids
 
 RECORD_CAP = 1024 * 1024  # 1 MiB: larger than any record a backend stores
 
@@ -66,8 +67,7 @@ def _decode(raw: bytes, file: str) -> Any:
 
 
 def _shown(text: str) -> str:
-    text = text if len(text) <= 60 else text[:57] + "..."
-    return text.encode("unicode_escape", "backslashreplace").decode("ascii")
+    return ids.shown(text, 60)
 
 
 def render(payload: dict[str, Any]) -> str:

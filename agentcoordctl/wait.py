@@ -27,8 +27,10 @@ from typing import Any
 
 from agentcoordctl import client, spec
 from agentcoordctl.options import (
-    BACKEND, JSON, OPT_REPO, OPT_TARGET, dump_json, eprint, fail, positive_seconds,
+    BACKEND, JSON, OPT_REPO, OPT_TARGET, dump_json, eprint, fail, positive_seconds, say_notices,
 )
+from agentcoordctl.answer import render_answer
+from agentcoordctl.render import printable
 from agentcoordctl.spec import Exit, Opt
 from agentcoordd import protocol as p
 
@@ -65,8 +67,6 @@ def wait(*, until_unblocked: bool, until_free: bool, until_complete: bool,
     if mode == "until-answered":
         if not event_id:
             raise fail("--until-answered needs --event-id", p.EXIT_USAGE)
-        from agentcoordctl.answer import wait_answered
-
         wait_answered(str(batch_id), event_id, timeout=timeout, interval=interval, json=json,
                       selection=selection)
     chosen = selection
@@ -120,11 +120,21 @@ def wait(*, until_unblocked: bool, until_free: bool, until_complete: bool,
         time.sleep(interval)
 
 
-def unknown_batch(batch_id: str, *, json: bool) -> None:
-    """A batch nobody registered never completes: end the wait at once (exit 2)."""
-    why = f"batch {batch_id} is not registered (check --batch-id)"
+class NothingToWaitFor(Exception):
+    """The daemon says the wait can never be met (a batch that does not exist)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def unknown_batch(batch_id: str, *, json: bool, condition: str = "until-complete",
+                  why: str | None = None) -> None:
+    """A batch nobody registered is never unblocked, ready or complete: end the wait at
+    once (exit 2), naming it."""
+    why = why or f"batch {batch_id} is not registered (check --batch-id)"
     if json:
-        print(dump_json({"condition": "until-complete", "met": False, "waited_seconds": 0,
+        print(dump_json({"condition": condition, "met": False, "waited_seconds": 0,
                          "detail": why}))
     raise fail(f"wait: {why}; nothing to wait for", p.EXIT_OPERATIONAL)
 
@@ -133,23 +143,26 @@ def send_with_ctl(request: p._Wait, timeout: float) -> p.Response:
     """One slice through ctl's client (its notices go to stderr)."""
     request.caller = client.caller()
     response, _ = client.request(request, timeout=timeout)
-    for notice in response.notices:
-        eprint(notice)
+    say_notices(response)
     return response
 
 
 def wait_slices(request: Callable[[float], p._Wait], *, timeout: float, interval: float,
                 send: Callable[[p._Wait, float], p.Response] = send_with_ctl,
                 shown: Callable[[str], None] = lambda why: None) -> tuple[bool, dict[str, Any], str]:
-    """Daemon-side waiting in slices: (met, state, last reason). Raises the usage
-    error a slice answered with; `shown` sees each new reason for waiting."""
+    """Daemon-side waiting in slices: (met, state, last reason) — when not met, the
+    state of the last slice that ran out. Raises the usage error a slice answered
+    with, and NothingToWaitFor when the daemon says nothing will ever meet it; `shown`
+    sees each new reason for waiting. A slice whose call timed out (a slow backend) is
+    retried without a word: only the wait's own end says what it waited for."""
     deadline = time.monotonic() + timeout
     last = ""
+    last_state: dict[str, Any] = {}
     first = True
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return False, {}, last
+            return False, last_state, last or str(last_state.get("detail") or "")
         # The first slice only checks, so the reason for waiting is shown at once.
         slice_ = 0.0 if first else min(remaining, REQUEST_TIMEOUT)
         first = False
@@ -157,6 +170,10 @@ def wait_slices(request: Callable[[float], p._Wait], *, timeout: float, interval
         try:
             # The daemon answers by request.timeout - 0.5 s at the latest.
             response = send(request(slice_), slice_ + 1.0)
+        except client.CallTimedOut as exc:
+            why, slice_over = exc.message, True
+            last_state = {"detail": why}
+            continue
         except client.ClientError as exc:
             why = exc.message
         else:
@@ -165,8 +182,14 @@ def wait_slices(request: Callable[[float], p._Wait], *, timeout: float, interval
             payload = response.payload if isinstance(response.payload, dict) else {}
             if response.exit_code == 0:
                 return True, payload, str(payload.get("detail") or "")
+            if payload.get("unknown_batch"):
+                raise NothingToWaitFor(str(payload.get("detail")))
+            if p.is_call_timeout(response.error):  # a slow backend: the next slice goes on
+                last_state = {"detail": response.error}
+                continue
             if payload.get("timed_out"):
                 slice_over = True
+                last_state = payload
                 why = str(payload.get("detail") or payload.get("error") or "condition not met yet")
             else:
                 why = response.error or "state is UNKNOWN (backend trouble)"
@@ -181,8 +204,11 @@ def wait_in_daemon(mode: str, request: Callable[[float], p._Wait], *, timeout: f
                    interval: float, json: bool) -> None:
     """Print the outcome of a daemon-side wait and exit 0 (met) or 2 (timed out)."""
     started = time.monotonic()
-    met, state, why = wait_slices(request, timeout=timeout, interval=interval,
-                                  shown=lambda text: eprint(f"waiting: {text}"))
+    try:
+        met, state, why = wait_slices(request, timeout=timeout, interval=interval,
+                                      shown=lambda text: eprint(f"waiting: {text}"))
+    except NothingToWaitFor as nothing:
+        unknown_batch("", json=json, condition=mode, why=nothing.detail)
     waited = round(time.monotonic() - started, 3)
     if mode == "until-stop-requested" and met:
         why = _stop_detail(str(state.get("batch_id")), state)
@@ -232,6 +258,8 @@ def complete(payload: dict[str, Any], *, batch_id: str | None, lane: str | None)
 
 
 def free(payload: dict[str, Any], *, batch_id: str | None, lane: str | None) -> tuple[bool, str]:
+    """A claim would not exit 3 now: the daemon's lease verdict (`lease` of the target
+    status: the rule `claim` applies, coord/lease.py)."""
     scope = payload.get("scope") or {}
     label = f"{scope.get('repo')}#{scope.get('target')}"
     claims = payload.get("claims") or []
@@ -240,19 +268,11 @@ def free(payload: dict[str, Any], *, batch_id: str | None, lane: str | None) -> 
         return True, f"{label} has no claim"
     if claim.get("status") != "active":
         return True, f"{label} is {claim.get('status')}"
-    holder = claim.get("agent_id")
-    beats = [h for h in payload.get("heartbeats") or [] if isinstance(h, dict)]
-    beat = next((h for h in beats if h.get("agent_id") == holder), None)
-    if beat is not None:
-        if beat.get("liveness") == "dead":
-            return True, f"{label} holder {holder} is dead (claimable)"
-        return False, f"{label} held by {holder} (heartbeat {beat.get('liveness')})"
-    from agentcoordd.model.timefmt import parse_ts
-
-    expires = parse_ts(claim.get("expires_at"))
-    if expires is not None and expires.timestamp() <= time.time():
-        return True, f"{label} claim by {holder} expired without a heartbeat (claimable)"
-    return False, f"{label} held by {holder} (no heartbeat; claim expires {claim.get('expires_at')})"
+    verdict = payload.get("lease") or {}
+    holder = verdict.get("holder") or claim.get("agent_id")
+    if verdict.get("claimable"):
+        return True, f"{label} holder {holder}: {verdict.get('detail')} (claimable)"
+    return False, f"{label} held by {holder} ({verdict.get('detail') or 'unreadable claim'})"
 
 
 CHECKS = {"until-complete": complete, "until-free": free}
@@ -294,3 +314,32 @@ COMMANDS = (spec.Command(
          metavar="SECONDS", help="Seconds between checks (default 1)."),
      JSON, BACKEND),
     wait),)
+
+
+def wait_answered(batch_id: str, event_id: str, *, timeout: float, interval: float, json: bool,
+                  selection: p.Selection) -> None:
+    """Wait for the request's answer; print it and exit 0, or exit 2 when none came."""
+    def request(slice_: float) -> p.WaitAnswered:
+        return p.WaitAnswered(batch_id=batch_id, event_id=event_id, wait_seconds=slice_,
+                              poll_seconds=interval, selection=selection)
+
+    started = time.monotonic()
+    try:
+        met, state, why = wait_slices(request, timeout=timeout, interval=interval)
+    except NothingToWaitFor as nothing:
+        unknown_batch(batch_id, json=json, condition="until-answered", why=nothing.detail)
+    waited = round(time.monotonic() - started, 3)
+    outcome: dict[str, Any] = {"condition": "until-answered", "met": met, "waited_seconds": waited,
+                               "detail": why, "batch_id": batch_id, "event_id": event_id}
+    if state.get("not_taken"):  # answer records not written through `answer`: shown, not taken
+        outcome["not_taken"] = state["not_taken"]
+    if met:
+        outcome.update(answer=state.get("answer"), request=state.get("request"),
+                       answers=state.get("answers"))
+        print(dump_json(outcome) if json else render_answer(state.get("answer") or {}))
+        raise Exit(0)
+    if json:
+        print(dump_json({**outcome, "timed_out": True}))
+    eprint(printable(f"wait: no answer yet to {event_id} of batch {batch_id} after {timeout:g}s "
+                     f"({why or 'not answered'}); UNKNOWN: decide without it or wait again"))
+    raise Exit(p.EXIT_OPERATIONAL)

@@ -5,7 +5,8 @@ Every `--interval` seconds ctl sends one `Overview` request (each bounded by
 
 * on a terminal: the screen is redrawn in place (cursor hidden), liveness in
   colour (live green, stale yellow, dead red, unknown grey; `NO_COLOR`
-  honoured), lanes with owner, machine, status, liveness, blocked_on, PR and
+  honoured), lanes with owner, state, holder, machine, status, the holder's
+  liveness, blocked_on, PR and
   QA, a STOP REQUESTED badge on batches with a stop request, claims and
   heartbeats; cut to the terminal's height;
 * otherwise (a pipe, a file, a CI log): plain text snapshots, each headed by
@@ -34,7 +35,9 @@ from agentcoordd import protocol as p
 MIN_INTERVAL = 0.2
 COLOURS = {"live": "32", "stale": "33", "dead": "31"}
 GREY = "90"
-LANE_COLUMNS = ("lane", "owner", "machine", "status", "liveness", "blocked_on", "pr", "qa")
+# A lane's row is told from its own claim (lane_state, holder: docs/compat.md#lane-holders).
+LANE_COLUMNS = ("lane", "owner", "state", "holder", "machine", "status", "liveness", "blocked_on",
+                "pr", "qa")
 CLAIM_COLUMNS = ("claim", "status", "agent", "branch", "expires")
 BEAT_COLUMNS = ("heartbeat", "status", "liveness", "target", "updated")
 
@@ -123,12 +126,13 @@ def render(payload: dict[str, Any], painter: Painter) -> list[str]:
         elif stop.get("stop_requested"):
             head += "  " + painter.paint("STOP REQUESTED", "1;33")
         lines.append(head)
-        rows = [[_cell(lane.get("name")), _cell(lane.get("owner")), _cell(lane.get("machine")),
-                 _cell(lane.get("status")), _cell(lane.get("liveness")),
+        rows = [[_cell(lane.get("name")), _cell(lane.get("owner")),
+                 _cell(str(lane.get("lane_state") or "").replace("_", " ")), _cell(lane.get("holder")),
+                 _cell(lane.get("machine")), _cell(lane.get("status")), _cell(lane.get("liveness")),
                  _cell(lane.get("blocked_on")), _cell(f"#{lane['pr']}" if lane.get("pr") else None),
                  _cell(lane.get("qa"))] for lane in lanes]
         if rows:
-            lines.extend(_table(rows, LANE_COLUMNS, painter, colour_col=4, indent="    "))
+            lines.extend(_table(rows, LANE_COLUMNS, painter, colour_col=6, indent="    "))
     claims = payload.get("claims") or []
     lines.append(painter.paint(f"claims ({len(claims)})", "1"))
     if claims:

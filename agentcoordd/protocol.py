@@ -26,6 +26,7 @@ from typing import Annotated, Any, Union
 import msgspec
 
 from agentcoordd import __version__
+from agentcoordd.model.ids import one_line
 from agentcoordd.model.records import Metadata
 
 PROTOCOL_VERSION = 1
@@ -52,8 +53,16 @@ EXIT_OK = 0
 EXIT_USAGE = 1
 EXIT_OPERATIONAL = 2
 EXIT_CLAIM_REFUSED = 3
-EXIT_RESERVED = 4
+EXIT_RESERVATION_REFUSED = 4  # capacity admission (docs/capacity.md, ADR 0008)
 EXIT_STACK_USAGE = 64
+
+# How a reply says the daemon cut a call off at its timeout (exit 2, state UNKNOWN).
+CALL_TIMED_OUT = "agentcoordd: command timed out"
+
+
+def is_call_timeout(error: str | None) -> bool:
+    """Whether a reply's error is the daemon's call timeout (a waiter retries its slice)."""
+    return error is not None and error.startswith(CALL_TIMED_OUT)
 
 
 # ---- handshake ----------------------------------------------------------------
@@ -97,8 +106,9 @@ class KeepAlive(msgspec.Struct, kw_only=True, omit_defaults=True):
     renew_every: Float | None = None  # default ttl/3
     watch_pid: Int | None = None
     watch_auto: bool = False  # --watch-pid auto: nearest agent-host ancestor of caller.pid
-    idle_timeout: Float | None = None  # default 2 h
+    idle_timeout: Float | None = None  # default 2 h; none while a watched process lives
     heartbeat_ttl: Int | None = None  # claim --keep-alive: TTL of the lane's heartbeat
+    on_exit: str | None = None  # "release" (default) | "keep": the claim when the watched process exits
 
 
 class _Request(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="op"):
@@ -139,6 +149,8 @@ class Release(_Request, tag_field="op", tag="release", kw_only=True):
     evidence_url: str | None = None
     workspace: str | None = None
     lane: str | None = None  # a terminal release: the batch lane it closes (else the target's)
+    fencing_token: Int | None = None  # --fencing-token: only while that grant holds the target
+    force: bool = False  # release a claim another machine or session took (coord.trust)
 
 
 class Heartbeat(_Request, tag_field="op", tag="heartbeat", kw_only=True):
@@ -151,6 +163,21 @@ class Heartbeat(_Request, tag_field="op", tag="heartbeat", kw_only=True):
     ttl: Int | None = None
     meta: Metadata = msgspec.field(default_factory=Metadata)
     keep_alive: KeepAlive | None = None
+    fencing_token: Int | None = None  # --fencing-token: only while that grant holds repo/target
+
+
+class Takeover(_Request, tag_field="op", tag="takeover", kw_only=True):
+    """`takeover --force --reason TEXT`: an operator takes a target from any holder."""
+
+    agent_id: str
+    repo: str
+    target: str
+    reason: str | None = None
+    force: bool = False
+    batch_id: str | None = None
+    branch: str | None = None
+    ttl: Int | None = None
+    meta: Metadata = msgspec.field(default_factory=Metadata)
 
 
 class RecordEvent(_Request, tag_field="op", tag="record_event", kw_only=True):
@@ -172,6 +199,15 @@ class RecordEvent(_Request, tag_field="op", tag="record_event", kw_only=True):
     # --queue-on-failure: an event the backend cannot take goes to the daemon's
     # durable outbox (action "queued", exit 0 with a warning) instead of failing.
     queue_on_failure: bool = False
+    fencing_token: Int | None = None  # --fencing-token: only while that grant holds repo/target
+
+
+class FenceCheck(_Request, tag_field="op", tag="fence_check", kw_only=True):
+    """`fence check --repo R --target T --token N`: is N the target's current grant?"""
+
+    repo: str
+    target: str
+    token: Int
 
 
 class RegisterBatch(_Request, tag_field="op", tag="register_batch", kw_only=True):
@@ -229,6 +265,7 @@ class Lanes(_Request, tag_field="op", tag="lanes", kw_only=True):
 
 class LanesStop(_Request, tag_field="op", tag="lanes_stop", kw_only=True):
     agent_id: str
+    force: bool = False  # stop lanes another machine or session registered (coord.trust)
 
 
 class OutboxList(_Request, tag_field="op", tag="outbox", kw_only=True):
@@ -339,12 +376,40 @@ class BatchStopped(_Request, tag_field="op", tag="batch_stopped", kw_only=True):
     message: str | None = None
 
 
+class BatchBlock(_Request, tag_field="op", tag="batch_block", kw_only=True):
+    """`batch block`: store the batch's blocker (the Blocker panel) and append batch.blocked."""
+
+    batch_id: str
+    message: str
+    decisions: list[str] = []
+    recommended_reply: str | None = None
+    agent_id: str | None = None
+
+
+class BatchUnblock(_Request, tag_field="op", tag="batch_unblock", kw_only=True):
+    """`batch unblock`: the operator's answer (decision, by whom); append batch.unblocked."""
+
+    batch_id: str
+    decision: str | None = None
+    message: str | None = None
+    agent_id: str | None = None
+
+
+class BatchComplete(_Request, tag_field="op", tag="batch_complete", kw_only=True):
+    """`batch complete [--report FILE]`: write the batch completion report (ctl reads FILE)."""
+
+    batch_id: str
+    report: str | None = None
+
+
 class Health(_Request, tag_field="op", tag="health", kw_only=True):
     """`health [--batch-id B]`: the telemetry contract's health signals and QA per PR."""
 
     batch_id: str | None = None
     # Warn about a help/escalation request open longer than this (None: the daemon's default).
     unanswered_after: Float | None = None
+    # No heartbeat warning for a claim or batch younger than this (None: the default).
+    first_heartbeat_grace: Float | None = None
 
 
 class Overview(_Request, tag_field="op", tag="overview", kw_only=True):
@@ -357,9 +422,111 @@ class Dashboard(_Request, tag_field="op", tag="dashboard", kw_only=True):
     port: Int | None = None
 
 
+class UsageRecord(_Request, tag_field="op", tag="usage_record", kw_only=True):
+    """`usage record`: upsert one per-model usage record on a batch (None: unknown)."""
+
+    batch_id: str
+    lane: str
+    agent_id: str
+    repo: str
+    target: str
+    model: str
+    input_tokens: Int | None = None
+    output_tokens: Int | None = None
+    cost: Float | None = None
+    workspace: str = "default"
+
+
+# ---- capacity admission (docs/capacity.md) -------------------------------------
+
+
+class _Workspaced(_Request, kw_only=True):
+    workspace: str = "default"
+
+
+class CapacityProfileSet(_Workspaced, tag_field="op", tag="capacity_profile_set", kw_only=True):
+    """`capacity profile set ID --max-concurrency N [--disabled]`."""
+
+    profile_id: str
+    max_concurrency: Int
+    enabled: bool = True
+
+
+class CapacityInboxSet(_Workspaced, tag_field="op", tag="capacity_inbox_set", kw_only=True):
+    """`capacity inbox set ID --profile P [--disabled]`."""
+
+    inbox_id: str
+    profile_id: str
+    enabled: bool = True
+
+
+class CapacityOccupancySet(_Workspaced, tag_field="op", tag="capacity_occupancy_set", kw_only=True):
+    """`capacity occupancy set LANE_REF --profile P --inbox I --state S [--reason R]`."""
+
+    lane_ref: str
+    profile_id: str
+    inbox_id: str
+    state: str
+    reason: str | None = None
+
+
+class CapacityShow(_Workspaced, tag_field="op", tag="capacity_show", kw_only=True):
+    """`capacity show --profile P`: used lane refs, remaining slots, active reservations."""
+
+    profile_id: str
+
+
+class Reserve(_Workspaced, tag_field="op", tag="reserve", kw_only=True):
+    """`reserve --id R --profile P --inbox I --batch-id B|--planning-attempt A --lane REF…`."""
+
+    reservation_id: str
+    profile_id: str
+    inbox_id: str
+    owner_id: str
+    instance_id: str
+    lane_refs: list[str]
+    batch_id: str | None = None
+    planning_attempt_id: str | None = None
+    ttl_seconds: Int | None = None
+
+
+class ReservationSettle(_Workspaced, tag_field="op", tag="reservation_settle", kw_only=True):
+    """`reservation consume|release ID [--lane REF…]`: holds move forward only."""
+
+    reservation_id: str
+    state: str  # "consumed" | "released"
+    owner_id: str
+    instance_id: str
+    lane_refs: list[str] | None = None
+
+
+class ReservationShow(_Workspaced, tag_field="op", tag="reservation_show", kw_only=True):
+    reservation_id: str
+
+
+class LimitReport(_Workspaced, tag_field="op", tag="limit_report", kw_only=True):
+    """`limit report --quota-host H --scope S [--resets-at T | --reset-unknown]`."""
+
+    quota_host: str
+    scope: str
+    resets_at: str | None = None  # None: the reset time is unknown
+    source: str = "manual"
+
+
+class LimitClear(_Workspaced, tag_field="op", tag="limit_clear", kw_only=True):
+    quota_host: str
+    scope: str
+
+
+class LimitList(_Workspaced, tag_field="op", tag="limit_list", kw_only=True):
+    pass
+
+
 Request = Union[
     Claim,
     Release,
+    Takeover,
+    FenceCheck,
     Heartbeat,
     RecordEvent,
     RegisterBatch,
@@ -375,6 +542,9 @@ Request = Union[
     Doctor,
     BatchStop,
     BatchStopped,
+    BatchBlock,
+    BatchUnblock,
+    BatchComplete,
     Health,
     Overview,
     Dashboard,
@@ -388,6 +558,17 @@ Request = Union[
     Ready,
     ClaimNext,
     WaitReady,
+    UsageRecord,
+    CapacityProfileSet,
+    CapacityInboxSet,
+    CapacityOccupancySet,
+    CapacityShow,
+    Reserve,
+    ReservationSettle,
+    ReservationShow,
+    LimitReport,
+    LimitClear,
+    LimitList,
 ]
 REQUEST_TYPES: tuple[type[_Request], ...] = Request.__args__  # type: ignore[attr-defined]
 
@@ -423,15 +604,6 @@ def payload_as_json(response: Response) -> Response:
     return msgspec.structs.replace(response, payload=None, payload_json=encoded)
 
 
-def one_line(text: str) -> str:
-    """`text` with every non-printable character escaped (`\\n`, `\\x1b`, `\\u202e`): an
-    error or warning echoing a hostile value stays one line on the caller's stderr."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
-                   for ch in text)
-
-
 def one_line_texts(response: Response) -> Response:
     """The response with its error, warnings and notices made one line each."""
     texts = [response.error or "", *response.warnings, *response.notices]
@@ -444,12 +616,7 @@ def one_line_texts(response: Response) -> Response:
         notices=[one_line(n) for n in response.notices])
 
 
-ClientFrame = Union[Hello, Claim, Release, Heartbeat, RecordEvent, RegisterBatch, Status,
-                    BatchAudit, Gc, Version, ConfigShow, DaemonStatus, DaemonStop,
-                    Lanes, LanesStop, Doctor,
-                    BatchStop, BatchStopped, Health, Overview, Dashboard,
-                    OutboxList, OutboxFlush, WaitStopRequested, WaitUnblocked,
-                    WaitAnswered, Answer, Events, Ready, ClaimNext, WaitReady]
+ClientFrame = Union[Hello, Request]  # one list of requests: a Union of Unions is flat
 ServerFrame = Union[Welcome, Progress, Response]
 
 
@@ -497,6 +664,39 @@ def read_state_dir_owner(state_dir: str) -> dict[str, Any]:
     except (OSError, msgspec.DecodeError, RecursionError):
         return {}
     return owner if isinstance(owner, dict) else {}
+
+
+def user_daemons_dir(env: Mapping[str, str]) -> str:
+    """Where each running daemon of this user registers itself: under $HOME, never under
+    XDG_*, so a shell and a host that differ in their XDG variables (an MCP host passes
+    few) still find each other's daemon instead of starting a second one."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(home, ".local", "state", "agentcoord", "daemons")
+
+
+def running_daemons(env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """This user's registered daemons that still run: {"pid", "socket", "state_dir",
+    "state_root"} each (a crashed daemon's entry is ignored: its pid is gone, or the state
+    dir's lock names another, or its socket is gone)."""
+    directory = user_daemons_dir(env)
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            with open(os.path.join(directory, name), "rb") as fh:
+                entry = msgspec.json.decode(fh.read(4096))
+            pid = entry["pid"]
+            alive = (isinstance(pid, int) and pid > 0 and os.path.exists(entry["socket"])
+                     and read_state_dir_owner(entry["state_dir"]).get("pid") == pid)
+            if alive:
+                os.kill(pid, 0)
+                found.append(entry)
+        except (OSError, msgspec.DecodeError, RecursionError, KeyError, TypeError):
+            continue
+    return found
 
 
 # ---- framing --------------------------------------------------------------------

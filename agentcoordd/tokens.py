@@ -38,11 +38,14 @@ DEFAULT_DATABASE = "agent-coord"
 _MACHINE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _DATABASE = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 _SEG = r"[A-Za-z0-9_.:-]+"
+_ADMISSION = "capacity_profiles|inboxes|lane_occupancies|capacity_reservations|capacity_holds"
 _RECORD = [
     re.compile(rf"claims/{_SEG}/{_SEG}/{_SEG}\.json"),
     re.compile(rf"heartbeats/{_SEG}\.json"),
     re.compile(rf"batches/{_SEG}\.json"),
     re.compile(rf"events/{_SEG}/{_SEG}\.json"),
+    re.compile(rf"host_limits/{_SEG}/{_SEG}/{_SEG}/{_SEG}\.json"),
+    re.compile(rf"(?:{_ADMISSION})/{_SEG}/{_SEG}\.json"),
 ]
 _DIRECTORY = [
     re.compile(r"claims"),
@@ -52,6 +55,8 @@ _DIRECTORY = [
     re.compile(r"batches"),
     re.compile(r"events"),
     re.compile(rf"events/{_SEG}"),
+    re.compile(rf"host_limits(?:/{_SEG}){{0,3}}"),
+    re.compile(rf"(?:{_ADMISSION})(?:/{_SEG})?"),
 ]
 
 

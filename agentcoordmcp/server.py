@@ -3,7 +3,8 @@
     agentcoord-mcp [--agent-id ID] [--watch parent|auto|none|PID]
 
 The agent host starts it as its child and talks MCP on stdin/stdout (the SDK's
-stdio transport and low-level Server do the protocol). Each tool call is one
+stdio transport and low-level Server do the protocol, behind a guard that
+answers every request it cannot take: agentcoordmcp/transport.py). Each tool call is one
 daemon request sent through agentcoordctl's client library, as ctl sends it:
 the same socket, autostart, forwarded environment and exit codes
 (agentcoordmcp/tools.py). The server holds no coordination state of its own.
@@ -22,10 +23,12 @@ from agentcoordd import protocol as p
 
 INSTRUCTIONS = (
     "Coordination for fleets of coding agents (agentcoord). Claim an issue/PR before working "
-    "on it (claim; a refusal has exit_class refused: someone else holds it), keep a heartbeat "
-    "(heartbeat, or keep_alive: {} on claim), release when done (release, terminal for a "
-    "closeout). A failed call is an error result whose JSON names exit_class: usage (fix the "
-    "arguments), refused, or unknown (coordination state could not be determined)."
+    "on it (claim; a refusal has exit_class refused: someone else holds it), or take the next "
+    "lane of a batch (claim_next; nothing ready: wait_ready, then claim_next again). Say what "
+    "you are doing with heartbeat, and release when done (release with terminal closes the "
+    "lane). A failed call is an error result whose JSON names exit_class: usage (fix the "
+    "arguments), refused, timed_out (a wait ran out: call it again), or unknown (coordination "
+    "state could not be determined). Each tool's description ends with a worked example."
 )
 
 
@@ -68,7 +71,7 @@ def build_server(config: tools.Config) -> Any:
 
     from agentcoordctl.options import dump_json
 
-    listed = [types.Tool(name=tool.name, description=tool.description,
+    listed = [types.Tool(name=tool.name, description=tools.description(tool, config),
                          input_schema=tools.input_schema(tool, config),
                          annotations=types.ToolAnnotations(read_only_hint=tool.read_only,
                                                            open_world_hint=False))
@@ -110,10 +113,10 @@ def build_server(config: tools.Config) -> Any:
 
 
 async def serve(config: tools.Config) -> None:
-    from mcp.server.stdio import stdio_server
+    from agentcoordmcp.transport import guarded_stdio
 
     server = build_server(config)
-    async with stdio_server() as (read_stream, write_stream):
+    async with guarded_stdio() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

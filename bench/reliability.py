@@ -4,6 +4,8 @@
                                           [--http-rounds 50] [--kills 50] [--outage 30]
                                           [--flood 300] [--idle 5000] [--lock-hold 60]
                                           [--frames 100000] [--cli 20000]
+                                          [--full-events 200] [--streams 200]
+                                          [--slowloris 300] [--scrapes 500]
                                           [--skip-http] [--only PART,…] [--json]
 
 Prints one table of figures:
@@ -20,6 +22,11 @@ Prints one table of figures:
     throughout), idle pre-hello connections past the limit, another process
     holding one record lock, a daemon restart with a caller-only token, two
     daemons on one state dir, the frame fuzzer and the CLI fuzzer at size;
+  * issue 41: the daemon's state dir on a full filesystem (acknowledged events
+    lost), poisoned records (every reader of another machine: exit codes,
+    named, served), the dashboard port under 200 event streams + 300
+    slowloris connections (/metrics latency during the attack) and tried by
+    another user (every route refused, nothing written);
   * storage faults and hostile input: the pytest files, passed/failed.
 """
 
@@ -40,7 +47,24 @@ REPO_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_DIR / "tests"))
 
 from integration.helpers import make_daemon  # noqa: E402
-from reliability import clifuzz, hardening, scenarios  # noqa: E402
+from reliability import (  # noqa: E402
+    clifuzz,
+    full_disk,
+    hardening,
+    loopback_attack,
+    poisoned,
+    scenarios,
+)
+
+
+# The poisoned-record part's machines: a reader of every family (archive too, for gc)
+# and the finding's machine, which may write only claims/acme/widgets.
+POISON_MACHINES = {
+    "ops": None,  # seeds the state
+    "reader": (["claims", "heartbeats", "batches", "events", "archive"],
+               ["claims", "heartbeats", "batches", "events"]),
+    "widgets-only": (["claims/acme/widgets"], ["claims/acme/widgets"]),
+}
 
 
 def _dir() -> Path:
@@ -186,6 +210,79 @@ def cli_fuzz(invocations: int) -> dict[str, Any]:
         return figures
 
 
+def full_state_dir(events: int) -> dict[str, Any]:
+    base = _dir()
+    try:
+        return full_disk.queued_events_on_a_full_state_dir(base, events=events)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _poisoned_reads(ctl: Any) -> dict[str, Any]:
+    reads = poisoned.read_everything(ctl)
+    return {"exits": {name: r["exit"] for name, r in reads.items()},
+            "named": sum(r["named"] for r in reads.values()),
+            "served": sum(r["served"] for r in reads.values()), "readers": len(reads),
+            "internal_errors": sum(r["internal_error"] for r in reads.values()),
+            "as_expected": all(r["exit"] == poisoned.EXPECTED_EXIT[name] for name, r in reads.items())}
+
+
+def poisoned_record(worker: Any) -> dict[str, Any]:
+    """Every reader of another machine over a Worker holding the poisoned records."""
+    import datetime as dt
+
+    import httpx
+
+    poisoned.seed(worker, dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    env = {"AGENT_COORD_API_URL": worker.url, "AGENT_COORD_API_TOKEN": worker.tokens["reader"]}
+    with _daemon() as d:
+        def ctl(*args: str) -> Any:
+            return d.ctl(*args, env=env, unset=("AGENT_COORD_STATE_ROOT",), timeout=120)
+
+        figures = _poisoned_reads(ctl)
+        url = json.loads(ctl("dashboard", "--json").stdout)["url"]
+        board = poisoned.dashboard_reads(
+            lambda route: httpx.get(url + route, headers=d.dashboard_headers(), timeout=60))
+        figures["dashboard"] = {route: r["exit"] for route, r in board.items()}
+        figures["dashboard_named"] = all(r["named"] and r["served"] for r in board.values())
+        with worker.client("widgets-only") as client:  # the finding's write, refused now
+            body = b'{"data":{"meta":' + b"[" * 1000 + b"]" * 1000 + b"}}"
+            figures["finding_write"] = client.put(
+                "/v1/state/claims%2Facme%2Fwidgets%2F667.json", content=body,
+                headers={"If-None-Match": "*", "Content-Type": "application/json"}).status_code
+        return figures
+
+
+def slots(streams: int, slowloris: int, scrapes: int) -> dict[str, Any]:
+    with _daemon() as d:
+        return loopback_attack.slots_attack(d, streams=streams, slowloris=slowloris, scrapes=scrapes)
+
+
+def other_user() -> dict[str, Any]:
+    """Every route of the dashboard port tried by a second user holding the token."""
+    import pwd
+    import re
+
+    import httpx
+
+    from conftest import OTHER_USER
+
+    user = pwd.getpwnam(OTHER_USER)
+    prefix = [shutil.which("setpriv") or "setpriv", "--reuid", str(user.pw_uid), "--regid",
+              str(user.pw_gid), "--clear-groups"]
+    with _daemon() as d:
+        assert d.ctl("claim", "--agent-id", "a1", "--repo", "acme/widgets", "--target", "1",
+                     "--batch-id", "b1").returncode == 0
+        shown = loopback_attack.dashboard(d)
+        page = httpx.get(shown["url"], headers=d.dashboard_headers(), timeout=10).text
+        csrf = re.search(r'name="agentcoord-csrf" content="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+        before = sorted(p.read_bytes() for p in d.root.rglob("*.json"))
+        answers = loopback_attack.routes_as(prefix, shown["port"], d.dashboard_token(), csrf)
+        after = sorted(p.read_bytes() for p in d.root.rglob("*.json"))
+        return {"routes": len(answers), "refused_403": sum(a["status"] == 403 for a in answers),
+                "records_written": int(before != after)}
+
+
 def pytest_files(*names: str) -> dict[str, Any]:
     files = [str(REPO_DIR / "tests" / "reliability" / n) for n in names]
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *files],
@@ -273,11 +370,45 @@ def rows(figures: dict[str, Any]) -> list[tuple[str, str, str]]:
             f"{c['invocations']} / {c['violations']} ({c['seconds']} s)")
         add(label, "exit codes seen", ", ".join(f"{k}: {v}" for k, v in sorted(c["exit_codes"].items())))
         add(label, "files outside the root", c["files_outside_root"])
+    for key, (label, lines) in ISSUE_41_ROWS.items():
+        c = figures.get(key)
+        if c:
+            texts = {k: ", ".join(f"{n}: {v}" for n, v in x.items()) if isinstance(x, dict) else x
+                     for k, x in c.items()}  # a dict of figures prints as "name: value, …"
+            for what, value in lines:
+                add(label.format(**texts), what.format(**texts), value.format(**texts))
     for key, label in (("storage_faults", "storage faults"), ("hostile", "hostile input")):
         c = figures.get(key)
         if c:
             add(label, "pytest", c["result"])
     return out
+
+
+# Issue 41's parts: part -> (label, [(figure, value)]), formatted with the part's figures.
+ISSUE_41_ROWS: dict[str, tuple[str, list[tuple[str, str]]]] = {
+    "full_state_dir": ("state dir on a full filesystem (1 MB tmpfs)", [
+        ("record-event --queue-on-failure while full: exit codes / naming the dir",
+         "{full_exit_codes} / {full_errors_naming_dir} of {events}"),
+        ("after space returned (no restart): acked / queued / delivered",
+         "{acked_after_space_returned} / {queued} / {delivered}"),
+        ("acked events lost / torn outbox bytes", "{acked_lost} / {torn_outbox_bytes}")]),
+    "poisoned_record": ("poisoned records (1,000 / 100,000 deep, 1 MiB + 70 B)", [
+        ("other machine's readers: exit codes", "{exits}"),
+        ("readers naming them / serving the rest / internal errors",
+         "{named} / {served} of {readers} / {internal_errors}"),
+        ("dashboard API / named and served", "{dashboard} / {dashboard_named}"),
+        ("the finding's write to our Worker (1,000 deep)", "HTTP {finding_write}")]),
+    "slots": ("dashboard port: {streams} event streams + {slowloris} slowloris", [
+        ("streams accepted / refused 503 (Retry-After)",
+         "{streams_accepted} / {streams_refused_503} ({retry_after})"),
+        ("/metrics during the attack ({scrapes} scrapes): statuses", "{metrics_statuses}"),
+        ("/metrics p50 / p99 / max", "{metrics_p50_ms} / {metrics_p99_ms} / {metrics_max_ms} ms"),
+        ("page during the attack / a closed stream's slot reused",
+         "{page_status} ({page_ms} ms) / {stream_after_close}"),
+        ("slowloris reconnections (dropped or evicted)", "{slowloris_reconnects}")]),
+    "other_user": ("dashboard port, another user (token leaked)", [
+        ("routes refused 403 / records written", "{refused_403} of {routes} / {records_written}")]),
+}
 
 
 def table(figures: dict[str, Any]) -> str:
@@ -302,6 +433,10 @@ def main() -> int:
     ap.add_argument("--lock-hold", type=float, default=60.0)
     ap.add_argument("--frames", type=int, default=100_000)
     ap.add_argument("--cli", type=int, default=20_000)
+    ap.add_argument("--full-events", type=int, default=200)
+    ap.add_argument("--streams", type=int, default=200)
+    ap.add_argument("--slowloris", type=int, default=300)
+    ap.add_argument("--scrapes", type=int, default=500)
     ap.add_argument("--skip-http", action="store_true")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--only", default="", help="comma-separated parts (e.g. frame_fuzz,cli_fuzz)")
@@ -322,24 +457,28 @@ def main() -> int:
         "idle": lambda: idle(args.idle),
         "lock_hold": lambda: lock_hold(args.lock_hold),
         "shared_state": shared_state,
+        "full_state_dir": lambda: full_state_dir(args.full_events),
+        "slots": lambda: slots(args.streams, args.slowloris, args.scrapes),
+        "other_user": other_user,
         "frame_fuzz": lambda: frame_fuzz(args.frames),
         "cli_fuzz": lambda: cli_fuzz(args.cli),
         "storage_faults": lambda: pytest_files("test_storage_faults.py"),
         "hostile": lambda: pytest_files("test_hostile.py", "test_hardening.py"),
     }
-    http_parts = ("contention_http", "outage", "caller_token")
+    http_parts = ("contention_http", "outage", "caller_token", "poisoned_record")
     for part, run in local_parts.items():
         if wanted(part):
             figures[part] = run()
     if not args.skip_http and any(wanted(part) for part in http_parts):
-        from worker_fixture import launch_worker
+        from worker_fixture import MACHINES, launch_worker
 
         with contextlib.ExitStack() as stack:
-            worker = stack.enter_context(launch_worker(_dir()))
+            worker = stack.enter_context(launch_worker(_dir(), {**MACHINES, **POISON_MACHINES}))
             http_runs = {
                 "contention_http": lambda: contention_http(worker, args.http_procs, args.http_rounds),
                 "outage": lambda: outage(worker, args.outage),
                 "caller_token": lambda: caller_token(worker),
+                "poisoned_record": lambda: poisoned_record(worker),
             }
             for part, run in http_runs.items():
                 if wanted(part):
@@ -355,7 +494,9 @@ def main() -> int:
             print(f"{key} sample: {sample!r}")
     bad = [key for key, c in figures.items() if c.get("double_grants") or c.get("lost_writes")
            or c.get("unparsable") or c.get("duplicates") or c.get("exit_code") or c.get("deaths")
-           or c.get("violations") or c.get("outbox_lost") or c.get("files_outside_root")]
+           or c.get("violations") or c.get("outbox_lost") or c.get("files_outside_root")
+           or c.get("acked_lost") or c.get("internal_errors") or c.get("records_written")
+           or c.get("as_expected") is False]
     return 1 if bad else 0
 
 

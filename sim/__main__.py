@@ -5,6 +5,7 @@
                       [--out DIR] [--transport ctl|wire] [--agents-per-process K]
     python -m sim run --replay DIR [--out DIR2]
     python -m sim verify --batch-id B [--out DIR]
+    python -m sim history [--backend local|http|etcd] [--agents 16] [--ops 10000] [--faults all]
 
 Why a top-level `sim/` package and not `agentcoordd/sim` + `agentcoordctl sim`:
 the harness is a test and load generator, not something an agent or a machine
@@ -30,6 +31,11 @@ from sim.plan import CHAOS_KINDS, Params
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["history"]:  # the checked history under faults (sim/chaos.py)
+        from sim import chaos
+
+        return chaos.main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m sim")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a fleet and verify it")

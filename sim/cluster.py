@@ -43,6 +43,8 @@ class Machine:
         self.socket = self.base / "d.sock"
         self.log = log_dir / f"agentcoordd-{self.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.wrapper: list[str] = []  # a command the daemon runs under (faketime: a skewed clock)
+        self.daemon_env: dict[str, str] = {}  # more of the daemon's own environment
         self.env = {
             "PATH": os.environ.get("PATH", os.defpath),
             "HOME": str(self.base / "home"),
@@ -57,11 +59,13 @@ class Machine:
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "agentcoordd.daemon.main", "--foreground", "--socket",
-                 str(self.socket), "--state-dir", str(self.base / "state"), "--log-level", "info"],
+                [*self.wrapper, sys.executable, "-m", "agentcoordd.daemon.main", "--foreground",
+                 "--socket", str(self.socket), "--state-dir", str(self.base / "state"),
+                 "--log-level", "info"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                 env={k: self.env[k] for k in ("PATH", "HOME", "XDG_STATE_HOME")}
-                | {"AGENT_COORD_MACHINE_ID": self.name},
+                | {"AGENT_COORD_MACHINE_ID": self.name, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+                | self.daemon_env,
                 cwd=str(self.base))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

@@ -18,7 +18,8 @@ Checks (each failure is one violation line):
 3. lineage: one claim.acquired per hold (agent, target, `at` inside the hold
    ± TOL); a handoff hold ends with a claim.released carrying
    release_mode=handoff and the planned handoff_to; a terminal hold with the
-   lane's lane_closed by that agent; crashed/fenced holds have no release;
+   lane's lane_closed by that agent; a crashed hold with the daemon's
+   claim.released (release_mode=holder_exited); fenced holds have no release;
 4. every lane ended terminal: the batch record's lane status is terminal and
    there is exactly one lane_closed event per lane;
 5. batch-audit exited 0 (complete);
@@ -178,6 +179,13 @@ def verify(out: Path, batch_id: str | None = None) -> dict[str, Any]:
             if not any(e.get("agent_id") == h["agent"] or (e.get("closed_by") or {}).get("agent_id") == h["agent"]
                        for e in closed.get(lane, [])):
                 violations.append(f"lineage: {lane} closed by {h['agent']} but lane_closed names someone else")
+        elif h["end_reason"] == "crashed":
+            # its daemon saw the process die and released the claim on its behalf
+            late = [e for e in released.get(key, []) if (t := _ts(e.get("at"))) is not None
+                    and h["start_wall"] - TOL <= t]
+            if [e.get("release_mode") for e in late[:1]] != ["holder_exited"]:
+                violations.append(f"lineage: {h['agent']}'s crashed hold of {lane} has no "
+                                  "claim.released(holder_exited) after it")
         elif rel:
             violations.append(f"lineage: {h['agent']}'s {h['end_reason']} hold of {lane} has a release event")
 
@@ -250,6 +258,8 @@ def verify(out: Path, batch_id: str | None = None) -> dict[str, Any]:
         "agents": plan["params"]["agents"], "lanes": len(plan["lanes"]),
         "lanes_terminal": sum(1 for ln in plan["lanes"] if is_terminal((lanes.get(ln["name"]) or {}).get("status"))),
         "takeovers": takeovers, "handoffs": handoffs, "crashes": len(crashes),
+        "exit_releases": sum(1 for e in ev_by_type["claim.released"]
+                             if e.get("release_mode") == "holder_exited"),
         "fenced": sum(1 for h in holds if h["end_reason"] == "fenced"),
         "events": len(events), "ctl_calls": len(calls_),
         "ctl_calls_per_s": round(len(calls_) / wall, 1) if wall else None,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import signal
 from pathlib import Path
 
 import pytest
+
+import progress
 
 # A suite started in the background of a non-interactive shell (`scripts/test-all &`,
 # nohup, a CI runner's background step) inherits SIGINT ignored, and exec keeps an
@@ -19,6 +22,10 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # Recorded data copied verbatim from ../shared (each directory's README.md says
 # from where); the suite never reads ../shared itself, a fresh clone has none.
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    progress.install(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -83,24 +90,57 @@ def record_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return loads
 
 
-OTHER_USER = "agentcoord-other"  # created by .ci/run; `nobody` where it does not exist
+OTHER_USER = "agentcoord-other"  # created by scripts/test-all
+CREATE_OTHER_USER = f"useradd --system --no-create-home --shell /usr/sbin/nologin {OTHER_USER}"
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
-def other_user() -> list[str]:
-    """The command prefix that runs a child as a second, unprivileged user."""
-    import os
+def _unavailable(reason: str) -> None:
+    """Outside CI a missing second user skips, naming the fix; CI must run these cases."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true: {reason}")
+    pytest.skip(reason)
+
+
+def second_user_prefix() -> list[str]:
+    """The command prefix that runs a child as `agentcoord-other` (we are root). Skips
+    (fails under CI=true) when that user is missing or cannot run this checkout's Python:
+    a clone under a private home (/root is 0700) is out of its reach."""
     import pwd
     import shutil
+    import subprocess
+    import sys
 
-    if os.geteuid() != 0:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true but not root: the second-user permission cases need root")
-        pytest.skip("a second Unix user needs root (setpriv); .ci/run runs these as root")
     setpriv = shutil.which("setpriv")
     assert setpriv is not None, "setpriv (util-linux) is needed to act as a second user"
     try:
         user = pwd.getpwnam(OTHER_USER)
     except KeyError:
-        user = pwd.getpwnam("nobody")
-    return [setpriv, "--reuid", str(user.pw_uid), "--regid", str(user.pw_gid), "--clear-groups"]
+        _unavailable(f"running as root, the permission cases run as the user {OTHER_USER}, "
+                     f"which does not exist: create it with `{CREATE_OTHER_USER}` "
+                     "(scripts/test-all does)")
+    prefix = [setpriv, "--reuid", str(user.pw_uid), "--regid", str(user.pw_gid), "--clear-groups"]
+    reach = subprocess.run([*prefix, sys.executable, "-c", "import agentcoordd"], cwd="/",
+                           capture_output=True, text=True, timeout=60)
+    if reach.returncode != 0:
+        _unavailable(f"the user {OTHER_USER} cannot run {sys.executable} with this checkout "
+                     f"({CHECKOUT}): a parent directory is not readable by other users "
+                     f"(`namei -l {CHECKOUT}` shows which); clone to a readable place such as /srv")
+    return prefix
+
+
+@pytest.fixture(scope="session")
+def other_user() -> list[str]:
+    """The command prefix that runs a child as a second, unprivileged user (root needed)."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("CI=true but not root: the second-user permission cases need root")
+        pytest.skip("a second Unix user needs root (setpriv): scripts/test-all runs these as root")
+    return second_user_prefix()
+
+
+@pytest.fixture(scope="session")
+def permission_bits_apply() -> list[str]:
+    """The command prefix under which file permission bits bind: nothing for an ordinary
+    user, `agentcoord-other` for root (root reads a chmod 000 file regardless)."""
+    return second_user_prefix() if os.geteuid() == 0 else []

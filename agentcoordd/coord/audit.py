@@ -12,8 +12,14 @@ UNKNOWN (never a false `complete`, never `incomplete` for an id it cannot
 check): an invalid/unsafe id, an unregistered batch, a batch record that is
 unreadable, not an object, names another batch_id or a malformed repo, a
 batch with no lanes, an event listing the backend could not give, a listing
-it marked partial (filtered by the token's scope), an event that is
-unreadable or not a JSON object.
+it marked partial (filtered by the token's scope), an event that is not a
+JSON object.
+
+An event record that cannot be read at all (not JSON, outside the record
+bounds) is left out and named (`unreadable`, a warning): it can only add
+evidence, so a lane complete without it is complete and one incomplete
+without it stays incomplete — one bad record never turns every audit of the
+batch UNKNOWN, and never passes one either.
 
 Attribution (telemetry contract): an event naming a lane belongs to that lane
 only; otherwise a target that maps to exactly one lane; otherwise an owner
@@ -97,8 +103,7 @@ def _key(value: object) -> str | None:
 
 def _shown(value: object) -> str:
     text = value if isinstance(value, str) else repr(value)
-    text = text if len(text) <= 80 else text[:77] + "..."
-    return text.encode("unicode_escape", "backslashreplace").decode("ascii")
+    return ids.shown(text)
 
 
 @dataclass
@@ -112,8 +117,8 @@ class _Lane:
 
     def report(self, missing: list[str]) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "owner": self.owner,
+            "name": self.name or "UNKNOWN",  # agent-coord's placeholder, never null
+            "owner": self.owner or "UNKNOWN",
             "targets": self.targets,
             "event_count": len(self.events),
             "missing": missing,
@@ -140,7 +145,7 @@ async def batch_audit(ctx: Ctx, *, batch_id: str, include_archived: bool = False
     try:
         path = ids.batch_path(batch_id)
     except UsageError as exc:  # agent-coord's words throughout
-        return _unknown(batch_id, f"coordination state unreadable: {exc.message}")
+        return _unknown(batch_id, f"coordination state unreadable: {exc.words}")
     archived: str | None = None
     try:
         current = await ctx.store.get(path)
@@ -177,15 +182,20 @@ async def batch_audit(ctx: Ctx, *, batch_id: str, include_archived: bool = False
         return _unknown(batch_id, f"batch {batch_id} registers no lanes")
 
     try:
-        lanes = await _trail(ctx, batch_id, batch, include_archived=include_archived)
+        lanes, unreadable = await _trail(ctx, batch_id, batch, include_archived=include_archived)
     except _Unknown as unknown:
         return _unknown(batch_id, unknown.reason)
     reports = []
     for lane in lanes:
         missing = ["claim.acquired", "terminal"] if lane.malformed else _evaluate(ctx, batch_id, lane)
         reports.append(lane.report(missing))
+    # An event that cannot be read can only add evidence: a lane complete without it is
+    # complete, one incomplete without it stays incomplete (the audit never passes on it).
     verdict = "complete" if all(r["complete"] for r in reports) else "incomplete"
     result = {"batch_id": batch_id, "lanes": reports, "verdict": verdict, "exit_code": _EXIT[verdict]}
+    if unreadable:
+        result["unreadable"] = [{"path": path, "reason": why} for path, why in unreadable]
+        ctx.warn(f"unreadable events left out of the audit: {', '.join(path for path, _ in unreadable)}")
     if archived is not None:
         result["archive_path"] = archived
     return result
@@ -229,26 +239,28 @@ def _whole_record(_path: str, data: Any) -> Any:
     return data
 
 
-async def _event_records(ctx: Ctx, prefix: str) -> tuple[list[tuple[str, Any]], bool]:
-    """The batch's event records and whether a scoped token filtered them. Through the
-    parsed-record cache when every record reads cleanly (a non-owner closeout reads the
-    whole trail: 26 % of a daemon at full sim size when listed uncached); otherwise the
-    plain listing, whose error the callers report as before."""
+async def _event_records(ctx: Ctx, prefix: str) -> tuple[list[tuple[str, Any]], bool,
+                                                          list[tuple[str, str]]]:
+    """The batch's event records, whether a scoped token filtered them, and the records
+    that cannot be read (path, why). Through the parsed-record cache (a non-owner
+    closeout reads the whole trail: 26 % of a daemon at full sim size when listed
+    uncached); a filtered scan is listed again, whose answer the callers report."""
     found = await scan(ctx.store, prefix, _whole_record, "audit.trail")
-    if not found.unreadable and not found.partial:
-        return sorted(found.rows, key=lambda row: row[0]), False
+    if not found.partial:
+        return sorted(found.rows, key=lambda row: row[0]), False, list(found.unreadable)
     page = await list_all(ctx.store, prefix)
-    return [(entry.path, entry.data) for entry in page.entries], page.partial
+    return [(entry.path, entry.data) for entry in page.entries], page.partial, []
 
 
 async def _trail(ctx: Ctx, batch_id: str, batch: dict[str, Any], *,
-                 include_archived: bool = False) -> list[_Lane]:
-    """The batch's lanes, each with the events attributed to it (the repo gate applied);
-    _Unknown when the event trail cannot be read whole. `include_archived` adds the
-    events gc compacted into archive/events/<batch>/."""
+                 include_archived: bool = False) -> tuple[list[_Lane], list[tuple[str, str]]]:
+    """The batch's lanes, each with the events attributed to it (the repo gate applied),
+    and the event records that cannot be read (left out); _Unknown when the trail
+    cannot be listed or was filtered. `include_archived` adds the events gc compacted
+    into archive/events/<batch>/."""
     prefix = ids.events_prefix(batch_id)
     try:
-        entries, partial = await _event_records(ctx, prefix)
+        entries, partial, unreadable = await _event_records(ctx, prefix)
         if include_archived:
             archive = await list_all(ctx.store, ARCHIVE_PREFIX + prefix)
             partial = partial or archive.partial
@@ -272,7 +284,7 @@ async def _trail(ctx: Ctx, batch_id: str, batch: dict[str, Any], *,
         lane = attribute(event)
         if lane is not None:
             lane.events.append((event_path, event))
-    return lanes
+    return lanes, unreadable
 
 
 async def closer_authorized(ctx: Ctx, batch_id: str, batch: dict[str, Any], lane_name: str,
@@ -281,9 +293,12 @@ async def closer_authorized(ctx: Ctx, batch_id: str, batch: dict[str, Any], lane
     lifecycle trail that authorizes it (it acquired the lane, e.g. by takeover) —
     agent-coord's rule. A trail that cannot be read whole is an OperationalError."""
     try:
-        lanes = await _trail(ctx, batch_id, batch)
+        lanes, unreadable = await _trail(ctx, batch_id, batch)
     except _Unknown as unknown:
         raise OperationalError(unknown.reason) from None
+    if unreadable:  # authority is never granted on a trail read in part
+        raise OperationalError(f"event trail of {batch_id} has unreadable records: "
+                               + ", ".join(path for path, _ in unreadable))
     lane = next((item for item in lanes if item.name == lane_name and not item.malformed), None)
     if lane is None:
         return False
@@ -472,6 +487,12 @@ def _lineage(batch_id: str, lane: _Lane, warn: Any) -> _Lineage:
     closes: list[dict[str, Any]] = []
     for _, _, path, event in valid:
         kind = event["type"]
+        if kind == ACQUIRED and lane.owner is None:
+            # nobody can be admitted to a lane without an owner (agent-coord's rule):
+            # the acquisition is there, the lineage is not valid
+            out.acquired = True
+            problem(path, "claim.acquired on a lane without an owner")
+            continue
         if kind == ACQUIRED:
             out.authorized.add(event["agent_id"])
             holder = event["agent_id"]

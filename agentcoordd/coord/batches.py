@@ -12,6 +12,8 @@ what the new manifest cannot know about:
 
 * `synthetic` / `synthetic_kind` when neither the new manifest nor the command
   sets them (completed synthetic batches keep the short GC window);
+* the records other requests keep on the batch (`usage`, `blocker`,
+  `blocker_resolution`, `completion`) unless the manifest states them;
 * `registered_at` (the first registration time) unless the manifest states one;
 * the closeout stamps of lanes that were already closed (`terminal`,
   `closed_at`, `closed_by`, `workspace`, `pr_state`, `evidence_url`, and the
@@ -24,12 +26,13 @@ what the new manifest cannot know about:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from agentcoordd.coord.cas import Put, cas_update
-from agentcoordd.coord.common import text_field
+from agentcoordd.coord.common import MANIFEST_CAS_ATTEMPTS, text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
 from agentcoordd.model.dependencies import (  # noqa: F401 - lane helpers every batch reader shares
@@ -45,6 +48,7 @@ from agentcoordd.model.dependencies import (  # noqa: F401 - lane helpers every 
     unknown_lane_message,
     unknown_own_lanes,
 )
+from agentcoordd.model.backoff import MANIFEST_CAS
 from agentcoordd.model.errors import UsageError
 from agentcoordd.model.records import SCHEMA_VERSION
 from agentcoordd.model.status import LANE_TERMINALS
@@ -58,6 +62,10 @@ MAX_MANIFEST_BYTES = 256 * 1024
 
 # How many registered batches a cycle check follows through cross-batch refs.
 MAX_CYCLE_BATCHES = 256
+
+# Records written onto the batch by other requests (usage reports, the blocker,
+# the completion report); a re-registration keeps them.
+BATCH_RECORDS = ("usage", "blocker", "blocker_resolution", "completion")
 
 # Lane fields a terminal closeout stamps; kept across a re-registration.
 _CLOSEOUT_FIELDS = ("terminal", "closed_at", "closed_by", "workspace", "pr_state", "evidence_url")
@@ -95,6 +103,26 @@ def lane_targets_of(lane: object) -> list[str]:
     return out
 
 
+async def lane_entry_for_target(ctx: Ctx, batch_id: str, target: str) -> dict[str, Any] | None:
+    """The manifest entry of the one lane of the registered batch that lists `target` (None
+    when no lane, or more than one, does, or the manifest cannot be read)."""
+    try:
+        current = await ctx.store.get(ids.batch_path(batch_id))
+    except (StoreError, UsageError):
+        return None
+    lanes = current.data.get("lanes") if current is not None and isinstance(current.data, dict) else None
+    found = [lane for lane in (lanes if isinstance(lanes, list) else [])
+             if isinstance(lane, dict) and target in lane_targets_of(lane)]
+    return found[0] if len(found) == 1 else None
+
+
+async def lane_for_target(ctx: Ctx, batch_id: str, target: str) -> str | None:
+    """The name of the one lane of the registered batch that lists `target` (None: see
+    lane_entry_for_target)."""
+    entry = await lane_entry_for_target(ctx, batch_id, target)
+    return lane_name_of(entry) if entry is not None else None
+
+
 async def _cross_batch_cycle(ctx: Ctx, batch: str, lanes: object) -> list[Node] | None:
     """Follow refs into registered batches (not this one's stored version) and look again."""
     edges = dependency_edges(batch, lanes)
@@ -123,12 +151,6 @@ async def _cross_batch_cycle(ctx: Ctx, batch: str, lanes: object) -> list[Node] 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _shown(value: str) -> str:
-    """A hostile value shortened and escaped so the error stays one line."""
-    text = value if len(value) <= 80 else value[:77] + "..."
-    return text.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def parse_manifest(manifest: bytes, batch_id: str | None = None) -> dict[str, Any]:
@@ -167,11 +189,11 @@ def validate_manifest(data: object) -> None:
     repo = data.get("repo")
     if repo is not None:
         if not isinstance(repo, str) or any(p in (".", "..") for p in repo.split("/")):
-            raise UsageError(f"invalid batch repo: {_shown(str(repo))}")
+            raise UsageError(f"invalid batch repo: {ids.shown(str(repo))}")
         try:
             ids.repo(repo)
         except UsageError:
-            raise UsageError(f"invalid batch repo: {_shown(repo)}") from None
+            raise UsageError(f"invalid batch repo: {ids.shown(repo)}") from None
     prompt = data.get("launch_prompt")
     if prompt is not None and not isinstance(prompt, str):
         raise UsageError("batch manifest launch_prompt must be a string")
@@ -193,7 +215,7 @@ def validate_manifest(data: object) -> None:
             raise UsageError(f"batch lane {name} is duplicated (lanes {names[name]} and {position})")
         names[name] = position
     for name, ref in unknown_own_lanes(batch, lanes)[:1]:
-        raise UsageError(unknown_lane_message(name, _shown(ref)))
+        raise UsageError(unknown_lane_message(name, ids.shown(ref)))
     cycle = find_cycle(dependency_edges(batch, lanes))
     if cycle is not None:
         raise UsageError(cycle_message(cycle))
@@ -208,11 +230,11 @@ def _validate_lane(lane: object, position: int, batch_id: str | None = None) -> 
     if not isinstance(raw_name, str):
         raise UsageError(f"batch lane {position} name must be a string")
     if ":" in raw_name:
-        raise UsageError(f"batch lane {_shown(raw_name)} cannot contain ':'")
+        raise UsageError(f"batch lane {ids.shown(raw_name)} cannot contain ':'")
     try:
         name = ids.lane_name(raw_name)
     except UsageError:
-        raise UsageError(f"batch lane {position} has an invalid name: {_shown(raw_name)}") from None
+        raise UsageError(f"batch lane {position} has an invalid name: {ids.shown(raw_name)}") from None
     owner = lane.get("owner") if "owner" in lane else lane.get("agent_id")
     if owner is None or owner == "":
         raise UsageError(f"batch lane {name} missing owner")
@@ -221,7 +243,7 @@ def _validate_lane(lane: object, position: int, batch_id: str | None = None) -> 
     try:
         ids.agent_id(owner)
     except UsageError:
-        raise UsageError(f"invalid lane owner: {_shown(owner)} (batch lane {name})") from None
+        raise UsageError(f"invalid lane owner: {ids.shown(owner)} (batch lane {name})") from None
     raw_targets = lane.get("targets") if lane.get("targets") is not None else lane.get("target")
     if "targets" in lane and lane["targets"] is not None and not isinstance(lane["targets"], list):
         raise UsageError(f"batch lane {name} targets must be an array")
@@ -230,7 +252,7 @@ def _validate_lane(lane: object, position: int, batch_id: str | None = None) -> 
     if not items:
         raise UsageError(f"batch lane {name} missing targets")
     for item in items:
-        shown = _shown(str(item).lower() if isinstance(item, bool) else str(item))
+        shown = ids.shown(str(item).lower() if isinstance(item, bool) else str(item))
         if isinstance(item, bool) or not isinstance(item, (str, int)):
             raise UsageError(f"invalid lane target: {shown} (batch lane {name})")
         try:
@@ -238,7 +260,7 @@ def _validate_lane(lane: object, position: int, batch_id: str | None = None) -> 
         except UsageError:
             raise UsageError(f"invalid lane target: {shown} (batch lane {name})") from None
     for ref in invalid_dependency_refs(lane):
-        shown = _shown(ref if isinstance(ref, str) else str(ref))
+        shown = ids.shown(ref if isinstance(ref, str) else str(ref))
         raise UsageError(invalid_dependency_message(name, shown, batch_id))
     return name
 
@@ -281,7 +303,7 @@ def _canonical_merge_authority(data: dict[str, Any]) -> None:
 
 def _carry_over(new: dict[str, Any], old: dict[str, Any]) -> None:
     """Keep what a re-registration cannot know (see the module docstring)."""
-    for key in ("synthetic", "synthetic_kind"):
+    for key in ("synthetic", "synthetic_kind", *BATCH_RECORDS):
         if key not in new and key in old:
             new[key] = old[key]
     if "registered_at" not in new and is_rfc3339(old.get("registered_at")):
@@ -350,6 +372,26 @@ async def register_batch(
 
     record = await cas_update(ctx.store, path, decide)
     return {"batch_id": batch, "path": path, "batch": record}
+
+
+async def update_registered(ctx: Ctx, batch_id: str,
+                            change: Callable[[dict[str, Any]], Any]) -> Any:
+    """Apply `change(manifest) -> result` to a registered batch in one manifest CAS
+    (a batch record written by another request: usage, blocker, completion); it
+    stamps `updated_at`. No registered batch is exit 1."""
+    path = ids.batch_path(batch_id)
+
+    def decide(current: Versioned | None) -> Put:
+        if current is None or not isinstance(current.data, dict):
+            raise UsageError(f"batch {batch_id} not found (register it first)")
+        manifest = dict(current.data)
+        result = change(manifest)
+        manifest["updated_at"] = format_ts(ctx.clock.now())
+        _check_size(manifest)
+        return Put(manifest, result)
+
+    return await cas_update(ctx.store, path, decide, attempts=MANIFEST_CAS_ATTEMPTS,
+                            backoff=MANIFEST_CAS)
 
 
 def _deep_copy(value: Any) -> Any:

@@ -33,6 +33,8 @@ from agentcoordd.model.validation import contract_error
 from agentcoordd.store.base import Conflict, Versioned
 
 DEFAULT_WORKSPACE = "default"
+# closed_by.machine when the closer named none: batch-audit does not count such a closeout.
+UNKNOWN_MACHINE = "UNKNOWN"
 # agent-coord's repo shape for a closeout (dots allowed; the contract check follows).
 _CLOSEOUT_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _URL = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+(?:[/?#]\S*)?")
@@ -163,7 +165,7 @@ async def close_lane(ctx: Ctx, closeout: dict[str, Any]) -> tuple[str, dict[str,
     lane = lane_name_of(lane_entry) or ""
     event_id = ids.lane_closed_event_id(lane)
     path = ids.event_path(batch_id, event_id)
-    machine = ctx.identity.machine_id or closeout.get("host") or "UNKNOWN"
+    machine = ctx.identity.machine_id or closeout.get("host") or UNKNOWN_MACHINE
     event: dict[str, Any] = {
         "schema_version": LANE_CLOSED_SCHEMA_VERSION,
         "event_id": event_id,
@@ -189,17 +191,58 @@ async def close_lane(ctx: Ctx, closeout: dict[str, Any]) -> tuple[str, dict[str,
             if semantics(existing.data) != semantics(event):
                 raise conflict(lane) from None
             event, action = existing.data, "already_closed"
+            if _machine_of(event) == UNKNOWN_MACHINE and machine != UNKNOWN_MACHINE:
+                event = await _repair_machine(ctx, batch_id, lane, path, machine)
     if action == "closed":
         ctx.written.append((path, event))
-    if action == "closed" and machine == "UNKNOWN":  # batch-audit will not count it as factual
-        ctx.warn(f"lane {lane} closed with closed_by.machine UNKNOWN: set AGENT_COORD_MACHINE_ID "
-                 "(or pass --host) so batch-audit counts the closeout as factual")
+    if action == "closed" and machine == UNKNOWN_MACHINE:  # batch-audit will not count it as factual
+        ctx.warn(f"lane {lane} closed with closed_by.machine UNKNOWN: batch-audit will report it "
+                 "incomplete; finish it by running this command again with AGENT_COORD_MACHINE_ID "
+                 "set (or --host)")
     if lane_entry.get("terminal") is not None:  # stamped before: a replay, or a conflict
         if semantics(lane_entry) != semantics(event):
             raise conflict(lane)
         return action, event, path, False
     await stamp_lane(ctx, batch_id, lane, event)
     return action, event, path, True
+
+
+def _machine_of(record: dict[str, Any]) -> Any:
+    closer = record.get("closed_by")
+    return closer.get("machine") if isinstance(closer, dict) else None
+
+
+async def _repair_machine(ctx: Ctx, batch_id: str, lane: str, path: str,
+                          machine: str) -> dict[str, Any]:
+    """A lane closed without a machine id, closed again with one: the same closeout, so its
+    event and the lane's stamp take the machine (nothing else changes) and batch-audit
+    counts it. The one way out of UNKNOWN; a known machine is never replaced."""
+    def fill(record: dict[str, Any]) -> dict[str, Any] | None:
+        if _machine_of(record) != UNKNOWN_MACHINE:
+            return None
+        return dict(record, closed_by={**record["closed_by"], "machine": machine})
+
+    async def decide_event(current: Versioned | None) -> Keep | Put:
+        if current is None:
+            raise UsageError(f"lane {lane}: its lane_closed event vanished during the repair; retry")
+        repaired = fill(current.data)
+        return Keep(current.data) if repaired is None else Put(repaired, repaired)
+
+    async def decide_manifest(current: Versioned | None) -> Keep | Put:
+        if current is None:
+            return Keep(None)
+        lanes = current.data.get("lanes")
+        new_lanes = [(fill(e) or e) if isinstance(e, dict) and lane_name_of(e) == lane else e
+                     for e in lanes] if isinstance(lanes, list) else lanes
+        if new_lanes == lanes:
+            return Keep(None)
+        return Put(dict(current.data, lanes=new_lanes, updated_at=format_ts(ctx.clock.now())), None)
+
+    event = await cas_update(ctx.store, path, decide_event)
+    await cas_update(ctx.store, ids.batch_path(batch_id), decide_manifest,
+                     attempts=MANIFEST_CAS_ATTEMPTS, backoff=MANIFEST_CAS)
+    ctx.warn(f"lane {lane}: closed_by.machine UNKNOWN repaired to {machine}")
+    return event
 
 
 async def stamp_lane(ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) -> None:

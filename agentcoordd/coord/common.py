@@ -8,6 +8,7 @@ import msgspec
 
 from agentcoordd.model.errors import OperationalError, UsageError
 from agentcoordd.model.records import Metadata
+from agentcoordd.model.validation import one_line, validate_record
 
 # A lost CAS race re-reads and decides again; only persistent contention is exit 2.
 CAS_ATTEMPTS = 12
@@ -31,7 +32,26 @@ def metadata_fields(meta: Metadata) -> dict[str, Any]:
     for name, value in fields.items():
         if isinstance(value, str):
             text_field(name, value)
+    if "route" in fields:
+        fields["route"] = route_value(fields["route"])
     return fields
+
+
+def route_value(text: Any) -> Any:
+    """--route as stored: the compact "model/effort" string, or the object form given as
+    JSON; anything the route contract refuses is exit 1 in its words."""
+    value: Any = text
+    if isinstance(text, str) and text.lstrip().startswith("{"):
+        try:
+            value = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            raise UsageError("--route: not a JSON object (use MODEL/EFFORT or "
+                             '{"model": M, "effort": E})') from None
+    found = validate_record("route", {"route": value})
+    if found:
+        raise UsageError(f"--route must be MODEL/EFFORT (one slash, no spaces) or the "
+                         f"object form: {one_line(found[0])}")
+    return value
 
 
 def text_field(name: str, value: str | None, *, required: bool = False) -> str | None:
@@ -48,14 +68,6 @@ def text_field(name: str, value: str | None, *, required: bool = False) -> str |
     if size > MAX_FIELD_BYTES or "\x00" in value:
         raise UsageError(f"--{name.replace('_', '-')} is too long or contains NUL")
     return value
-
-
-def positive_ttl(ttl: int | None, default: int) -> int:
-    if ttl is None:
-        return default
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:  # no upper bound: see expiry
-        raise UsageError(f"--ttl must be positive (seconds): {ttl}")
-    return ttl
 
 
 def contention(path: str) -> OperationalError:

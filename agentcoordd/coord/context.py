@@ -20,6 +20,24 @@ class LaneStamps(Protocol):
     async def stamp(self, ctx: Ctx, batch_id: str, lane: str, event: dict[str, Any]) -> None: ...
 
 
+class ViewsSeen(Protocol):
+    """Where the daemon keeps what its views told of the fleet (the fleet gauges of
+    daemon/metrics.py): status and health hand over what they computed anyway."""
+
+    def lanes(self, source: str, batches: list[dict[str, Any]], *, complete: bool) -> None: ...
+
+    def open_requests(self, source: str, requests: list[dict[str, Any]], *,
+                      batch_id: str | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class LeasePolicy:
+    """The machine's bounds on leases (agentcoordd.toml `[leases]`, the env file; coord/lease.py)."""
+
+    max_ttl: int = 86_400  # seconds a claim or heartbeat may promise (24 h)
+    max_clock_offset: float = 5.0  # seconds this clock may differ from the backend's
+
+
 @dataclass
 class Ctx:
     """One command's context. Warnings go to the caller's stderr, never fail it."""
@@ -35,6 +53,9 @@ class Ctx:
     written: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     # The daemon's shared lane-stamp group commit (closeout); None: stamp directly.
     stamps: LaneStamps | None = None
+    lease: LeasePolicy = LeasePolicy()
+    # The daemon's fleet gauges; None: nobody keeps what the views told.
+    seen: ViewsSeen | None = None
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

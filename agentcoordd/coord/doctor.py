@@ -18,6 +18,9 @@ access and fails closed on symlinks below the root.
   As agent-coord does, a family a scoped HTTP token cannot read (403) is
   reported `forbidden` and one it reads only partly `partial` (each with a
   note in `degraded`/`section_notes`); neither makes the verdict an error.
+* the clock (ours, HTTP and etcd): how far this machine's clock is from the
+  backend's (store/clockref.py); beyond the lease policy's bound the doctor
+  fails, as every takeover would (coord/lease.py).
 
 The results feed two renderings built here as plain dicts: the spec's legacy
 report (`legacy_report`, the keys of `doctor --json`) and the stack component
@@ -36,6 +39,7 @@ import msgspec
 
 from agentcoordd import __version__
 from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.lease import clock_report
 from agentcoordd.model import ids, records
 from agentcoordd.model.errors import CoordError, UsageError
 from agentcoordd.model.identity import Identity
@@ -177,6 +181,7 @@ class Report:
     whoami_error: str | None = None
     token_rejected: bool = False
     timed_out: bool = False
+    clock: dict[str, Any] | None = None  # a remote backend's clock offset (clock_report)
 
     # -- derived ----------------------------------------------------------------
 
@@ -226,6 +231,8 @@ class Report:
             return f"{family.prefix}: {first['error']}", first["path"]
         if self.whoami_error:
             return self.whoami_error, "/v1/whoami"
+        if self.clock is not None and self.clock["status"] == "beyond_bound":
+            return self.clock["summary"], None
         if self.facts.env_file_errors:
             path, reason = self.facts.env_file_errors[0]
             return f"cannot use consumer env file {path}: {reason}", None
@@ -528,6 +535,9 @@ async def doctor(ctx: Ctx, facts: BackendFacts, *, deep: bool = False,
             await _lightweight(report, store)
             if deep and not report.fatal:
                 await _deep(report, store)
+            if not report.fatal and store.capabilities.clock is not None:
+                report.clock = clock_report(await store.capabilities.clock.measured(),
+                                            ctx.lease.max_clock_offset)
     except TimeoutError:
         report.timed_out = True
         message = (f"the backend did not answer within {budget:g}s; coordination state is "
@@ -604,6 +614,8 @@ def legacy_report(report: Report) -> dict[str, Any]:
         out["section_notes"] = notes
     if facts.initialized:
         out["initialized"] = True
+    if report.clock is not None and (report.deep or report.clock["status"] != "ok"):
+        out["clock"] = report.clock  # ours: news when deep, or when it is not ok
     return out
 
 
@@ -729,6 +741,13 @@ def stack_report(report: Report, *, daemon_version: str | None = None) -> dict[s
             "identity.machine", "skipped",
             "Machine identity was not verified against an authenticated backend token machine",
             details))
+
+    # clock.offset (ours, remote backends only: a local root's clock is this machine's)
+    if report.clock is not None:
+        status = {"ok": "healthy", "beyond_bound": "failed", "unknown": "skipped"}[report.clock["status"]]
+        checks.append(_check("clock.offset", status, report.clock["summary"], report.clock,
+                             "Synchronize this machine's clock (NTP: timedatectl, chrony), "
+                             "then rerun the doctor." if status == "failed" else None))
 
     statuses = {c["status"] for c in checks}
     overall = "failed" if "failed" in statuses else "degraded" if "degraded" in statuses else "healthy"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcoordd.coord import closeout
+from agentcoordd.coord import closeout, lease
 from agentcoordd.coord.common import metadata_fields, text_field
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
@@ -45,15 +45,17 @@ def typed_payload(event_type: str, typed: dict[str, str], message: str | None) -
 
 
 def build_event(
-    ctx: Ctx, batch_id: str, fields: dict[str, Any], *, contract: bool = False
+    ctx: Ctx, batch_id: str, fields: dict[str, Any], *, contract: bool = False,
+    event_id: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """A new ordinary event with a fresh time-sortable id, validated, and its path.
+    """A new ordinary event with a fresh time-sortable id (or `event_id`), validated, and
+    its path.
 
     With `contract` (explicit record-event) the record is checked against the
     published event v1 contract: a violation is exit 1 in `validate`'s words.
     """
     moment = ctx.clock.now()
-    event_id = new_event_id(moment)
+    event_id = event_id or new_event_id(moment)
     record = {
         "schema_version": SCHEMA_VERSION,
         "event_id": event_id,
@@ -73,19 +75,23 @@ def build_event(
 
 async def write_event(
     ctx: Ctx, batch_id: str, fields: dict[str, Any], *, queue_on_failure: bool = False,
-    contract: bool = False,
-) -> dict[str, Any]:
+    contract: bool = False, event_id: str | None = None,
+) -> dict[str, Any] | None:
     """Append one ordinary event under events/<batch-id>/ with a fresh id.
 
     With queue_on_failure, an event the store could not take is kept in
     `ctx.undelivered` with its final id and path (the daemon's outbox retries
     it; create-only makes the retry idempotent) before the error propagates.
+    With `event_id` (an event whose id says what it is about) an existing record
+    there is this very event, written before: None, nothing written.
     """
     for _ in range(_ID_ATTEMPTS):
-        path, record = build_event(ctx, batch_id, fields, contract=contract)
+        path, record = build_event(ctx, batch_id, fields, contract=contract, event_id=event_id)
         try:
             await ctx.store.create(path, record)
         except Conflict:
+            if event_id is not None:
+                return None  # recorded already (a retry of the same call)
             continue  # an id collision: draw a new random suffix
         except (CoordError, OSError):
             if queue_on_failure:
@@ -96,12 +102,15 @@ async def write_event(
     raise UsageError("could not allocate a unique event id")  # pragma: no cover
 
 
-async def emit(ctx: Ctx, batch_id: str | None, event_type: str, fields: dict[str, Any]) -> dict | None:
-    """Best-effort lifecycle event: a failure warns (and queues) but never fails the command."""
+async def emit(ctx: Ctx, batch_id: str | None, event_type: str, fields: dict[str, Any], *,
+               event_id: str | None = None) -> dict | None:
+    """Best-effort lifecycle event: a failure warns (and queues) but never fails the command.
+    `event_id`: written once whoever emits it (write_event)."""
     if not batch_id:
         return None
     try:  # an unusable batch id too (agent-coord stores what it was given and warns here)
-        return await write_event(ctx, batch_id, {"type": event_type, **fields}, queue_on_failure=True)
+        return await write_event(ctx, batch_id, {"type": event_type, **fields},
+                                 queue_on_failure=True, event_id=event_id)
     except CoordError as exc:
         reason = exc.message
     except OSError as exc:
@@ -129,8 +138,10 @@ async def record_event(
     evidence_url: str | None = None,
     workspace: str | None = None,
     queue_on_failure: bool = False,
+    fencing_token: int | None = None,
 ) -> dict[str, Any]:
-    """record-event: append an immutable batch or lane event.
+    """record-event: append an immutable batch or lane event (with `fencing_token`, only
+    while that grant holds repo/target: else exit 3, nothing written).
 
     With queue_on_failure an event the backend cannot take right now is handed
     to the daemon's durable outbox (action "queued") instead of failing.
@@ -145,6 +156,7 @@ async def record_event(
 
     if lane is not None:
         ids.event_lane(text_field("lane", lane))
+    await lease.check_fencing_token(ctx, repo, target, fencing_token)
     if event_type in ANSWER_TYPES.values():  # only `answer` checks the request it answers
         raise UsageError(f"--type {event_type} is written by `agentcoordctl answer --batch-id "
                          f"{batch_id} --to-event ID --message TEXT`")
@@ -184,7 +196,8 @@ async def record_event(
             raise
         path, record = ctx.undelivered[-1]
         reason = exc.message if isinstance(exc, CoordError) else str(exc)
-        ctx.warn(f"event queued for retry in the outbox: {reason}")
+        # The daemon queues it before the reply (or says exit 2 why it could not).
+        ctx.warn(f"the backend did not take the event: {reason}")
         return {"action": "queued", "path": path, "event": record}
     await _warn_if_unregistered(ctx, batch_id)
     return {"action": "recorded", **written}

@@ -42,14 +42,15 @@ class Filters:
 
 
 async def read_batch(ctx: Ctx, batch_id: str) -> tuple[list[Event], str | None]:
-    """Every event of the batch, oldest first, and what made the read incomplete."""
+    """Every readable event of the batch, oldest first, and why the read failed (the
+    listing itself). An event record that cannot be read is left out with a warning
+    naming it: one bad record never stops the feed of its batch."""
     found = await telemetry.history(ctx, batch_id=batch_id)
     events = sorted(found["events"], key=cur.key)
-    unreadable = found.get("unreadable") or []
-    error = found.get("error") or (
-        f"{len(unreadable)} unreadable event records (first: {unreadable[0]['path']})"
-        if unreadable else None)
-    return events, error
+    unreadable = [item["path"] for item in found.get("unreadable") or []]
+    if unreadable:
+        ctx.warn(f"unreadable event records left out: {', '.join(unreadable)}")
+    return events, found.get("error")
 
 
 def row(event: Event, position: cur.Key, late: bool = False) -> Event:

@@ -43,7 +43,7 @@ from agentcoordd.model.records import (
 )
 from agentcoordd.model.status import LANE_TERMINALS, is_terminal
 from agentcoordd.model.timefmt import expiry, format_ts, parse_ts
-from agentcoordd.store.base import Conflict, Create, Delete, Get, NotFound, Op, known, run_singly
+from agentcoordd.store.base import Conflict, Create, Delete, Get, NotFound, Op, Replace, known, run_singly
 from agentcoordd.store.cache import Malformed, scan
 
 DEFAULT_HOT_DAYS = 7
@@ -64,7 +64,7 @@ class Policy:
 
 @dataclass
 class Action:
-    action: str  # archive | compact | delete (an expired archive record)
+    action: str  # archive | replace_archive | compact | delete (an expired archive record)
     reason: str
     archive_path: str
     eligible_at: str
@@ -76,6 +76,8 @@ class Action:
     size: int = 0
     expected: dict[str, str] = field(default_factory=dict)
     retained: list[str] = field(default_factory=list)
+    # replace_archive: the content hash of the expired archive copy it overwrites
+    replaces: str | None = None
 
     def public(self) -> dict[str, Any]:
         if self.action == "delete":  # agent-coord names the record it deletes source_path
@@ -179,6 +181,7 @@ class _Planner:
         self.archived_at = format_ts(now)
         self.delete_after = expiry(now, policy.archive_days * 86_400)  # clamped at year 9999
         self.actions: list[Action] = []
+        self.archives: dict[str, Any] = {}  # archive/ as scanned: path -> record
 
     def _due(self, eligible: dt.datetime, synthetic: bool) -> bool:
         window = self.policy.synthetic_hot_days if synthetic else self.policy.hot_days
@@ -200,16 +203,29 @@ class _Planner:
         if not self._due(eligible, data.get("synthetic") is True):
             return
         envelope = self._envelope(path, data, reason)
+        destination = _archive_path(path)
+        action, replaces = "archive", None
+        existing = self.archives.get(destination)
+        if existing is not None and not _same_archive(existing, envelope) and not _same_archive(
+                existing, self._envelope(path, data, "expired_archive_replacement")):
+            # agent-coord's rule: an archive copy of an earlier generation is replaced
+            # once it has expired; until then the newer source stays hot
+            expires = parse_ts(existing.get("delete_after")) if isinstance(existing, dict) else None
+            if expires is None or self.now < expires:
+                return
+            action, reason, replaces = "replace_archive", "expired_archive_replacement", _content(existing)
+            envelope = self._envelope(path, data, reason)
         self.actions.append(
             Action(
-                "archive",
+                action,
                 reason,
-                _archive_path(path),
+                destination,
                 format_ts(eligible),
                 source_path=path,
                 envelope=envelope,
                 size=len(_canonical(envelope)),
                 expected={path: _content(data)},
+                replaces=replaces,
             )
         )
 
@@ -285,8 +301,8 @@ class _Planner:
     def _group(self, batch_dir: str, key: tuple, members: list[tuple[str, EventFacts]], terminal: bool) -> None:
         lane, repo, target = key
         synthetic = all(f.synthetic for _, f in members)
-        if not terminal and not (synthetic and any(key)):
-            return  # non-synthetic orphans and metadata-less legacy events stay
+        if not terminal and not synthetic:
+            return  # non-synthetic orphans stay (synthetic ones go, lane or not: agent-coord)
         times = []
         for path, facts in members:
             moment = parse_ts(facts.at)
@@ -301,7 +317,7 @@ class _Planner:
             if facts.problem is not None:
                 raise OperationalError(facts.problem if facts.problem.startswith("gc:") else facts.problem)
         ordered = sorted(zip(times, members), key=lambda tm: (tm[0], tm[1][0]))
-        identity = {k: v for k, v in (("lane", lane), ("repo", repo), ("target", target)) if v is not None}
+        identity = {"lane": lane, "repo": repo, "target": target}  # nulls too, as agent-coord's digest
         sources = sorted(path for path, _ in members)
         contents = {path: facts.content for path, facts in members}
         generation = _digest([[path, contents[path]] for path in sources])
@@ -407,7 +423,8 @@ async def gc(
             raise UsageError(f"--prefix must be one of: {', '.join(HOT_PREFIXES)}")
     planner = _Planner(ctx, policy, ctx.clock.now())
     visit = {"claims": planner.claim, "heartbeats": planner.heartbeat, "batches": planner.batch}
-    for prefix in [p for p in HOT_PREFIXES if p in selected] + ["archive"]:
+    # archive/ first: an archive action needs to know the copy already at its destination
+    for prefix in ["archive"] + [p for p in HOT_PREFIXES if p in selected]:
         digest, name = (event_facts, "gc-events") if prefix == "events" else (whole_record, "record")
         found = await scan(ctx.store, prefix, digest, name)
         if found.partial:
@@ -424,10 +441,14 @@ async def gc(
         elif prefix == "archive":
             for path, data in found.rows:
                 planner.expiry(path, data)
+                planner.archives[path] = data
         else:
             for path, data in found.rows:
                 visit[prefix](path, data)
-    actions = sorted(planner.actions, key=lambda a: (a.action == "delete", a.archive_path))
+    # an expired archive copy that an action replaces is not also deleted (agent-coord)
+    destinations = {a.archive_path for a in planner.actions if a.action != "delete"}
+    actions = sorted((a for a in planner.actions if a.action != "delete" or a.archive_path not in destinations),
+                     key=lambda a: (a.action == "delete", a.archive_path))
     for action in actions:  # the same preflight for dry-run and execute
         if action.size > ENVELOPE_CAP_BYTES:
             raise OperationalError(
@@ -554,9 +575,17 @@ async def _copy(ctx: Ctx, chunk: list[Action], run: Run) -> list[Delete]:
     protects against a change between this read and the delete.
     """
     sources = [path for action in chunk for path in action.expected]
+    sources += [action.archive_path for action in chunk if action.replaces is not None]
     read = dict(zip(sources, await run([Get(path) for path in sources]), strict=True))
     ready: list[tuple[Action, dict[str, str], dict[str, Any] | None]] = []
+    replaced_versions: dict[str, str] = {}
     for action in chunk:
+        if action.replaces is not None:
+            copy = known(read[action.archive_path])
+            if copy is None or _content(copy.data) != action.replaces:
+                ctx.warn(f"gc: {action.archive_path} changed after planning; source kept hot")
+                continue
+            replaced_versions[action.archive_path] = copy.version
         versions: dict[str, str] = {}
         records: dict[str, Any] = {}
         for path, content in action.expected.items():
@@ -579,9 +608,11 @@ async def _copy(ctx: Ctx, chunk: list[Action], run: Run) -> list[Delete]:
                     envelope["records"] = [records[p] for p in action.retained]
             ready.append((action, versions, envelope))
     copies = [(action, envelope) for action, _, envelope in ready if envelope is not None]
-    created = await run([Create(action.archive_path, envelope) for action, envelope in copies])
+    written = await run([Create(action.archive_path, envelope) if action.replaces is None
+                         else Replace(action.archive_path, envelope, replaced_versions[action.archive_path])
+                         for action, envelope in copies])
     clashes = []
-    for (action, envelope), outcome in zip(copies, created, strict=True):
+    for (action, envelope), outcome in zip(copies, written, strict=True):
         if not isinstance(outcome, Conflict):
             known(outcome)
             continue

@@ -3,8 +3,8 @@
 Returns the `health --json` payload and one extra key, **`exit_code`** (as
 status and batch-audit do; the daemon pops it): 0 when no signal fired, 1
 when any warning did, 2 when the state could not be read (a family listing
-failed or a record is not valid JSON / not an object — everything readable is
-still reported).
+failed, or in batch scope the batch's manifest — everything readable is still
+reported). One record that cannot be read is a warning, not a failure.
 
 Signals (each warning: `signal`, `message`, and the `path` / `batch_id` /
 `lane` / `repo` / `target` / `agent_id` it is about). The contract calls
@@ -14,9 +14,11 @@ them telemetry bugs of the batch runner or worker prompt:
   `machine_id`, `machine`, `hostname` (`host` is the app surface and does
   not count);
 * `claim_without_heartbeat` — an active claim (status not `released`, no
-  declared terminal, `expires_at` not passed) whose holder has no heartbeat,
-  or whose holder's heartbeat names another repo/target (a heartbeat that
-  names no target matches any of its holder's claims);
+  declared terminal, `expires_at` not passed) claimed more than
+  the first heartbeat's grace (300 s, `--first-heartbeat-grace`) ago
+  whose holder has no heartbeat, or whose holder's heartbeat names another
+  repo/target (a heartbeat that names no target matches any of its holder's
+  claims);
 * `missing_batch_manifest` — a claim or heartbeat naming a `batch_id` with no
   `batches/<id>.json`;
 * `manifest_without_launch_prompt` — a retained manifest without a non-empty
@@ -27,8 +29,16 @@ them telemetry bugs of the batch runner or worker prompt:
   defer lines or in a `Reservations:` section are reservations) differ from
   the manifest's (its `targets` entries plus every lane's targets, with its
   `reservations` apart): `prompt_only` / `manifest_only` list the difference;
-* `lane_without_heartbeat` — a manifest lane without a declared terminal
-  whose owner has no heartbeat record;
+  a prompt that has workers take lanes with `claim --next` (or the MCP
+  `claim_next` tool) need not list the manifest's targets (no `manifest_only`);
+* `lane_without_heartbeat` — an owned lane nobody holds (its `lane_state`,
+  coord/holders.py: not closed, held, stale or dead holder) whose owner has no
+  heartbeat record; never a pool lane (its owner only names the pool), nor a
+  lane of a batch registered within the first heartbeat's grace;
+* `stale_holder` / `dead_holder` (ours) — a lane whose holder (its lease's
+  claim) is stale, or dead under the lease rules (the lane may be taken over):
+  `agent_id`, `lane`, `liveness`, `since` (claimed_at) and `age_seconds` since
+  the holder's last heartbeat (its claim when it has none);
 * `batch_without_history` — a manifest with no event for its batch, neither
   in the Store (`events/<id>/`) nor in local JSONL history;
 * `malformed_history_line` — a JSONL history line (or file) that was skipped;
@@ -36,6 +46,15 @@ them telemetry bugs of the batch runner or worker prompt:
   an answer (coord.answers) for longer than `unanswered_after` seconds
   (default 30 minutes, `health --unanswered-after`). Every open request, with
   its age, is listed in `open_requests` whatever its age (additive keys).
+* `clock_offset` (ours) — on a remote backend, this machine's clock is further
+  from the backend's than the lease policy allows, so takeovers are refused
+  (coord/lease.py); `clock` carries the measured offset either way.
+* `batch_blocked` (ours) — a batch whose supervisor blocked it on operator
+  authority (`batch block`): its `blocker` (message, decisions,
+  recommendedReply) until `batch unblock` resolves it;
+* `unreadable_record` (ours, additive) — a record no reader can read (not
+  JSON, outside the record bounds of model.bounds, not an object): named, and
+  left out of every other check; also listed in `unreadable`.
 
 QA (`qa`, one row per PR; informational, never changes the exit code): the
 PRs are the manifests' `pull_request` targets and lane `pr_url`s, the
@@ -51,19 +70,23 @@ claims and heartbeats naming it, and its lane owners' heartbeats.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
+from agentcoordd.coord import holders, host_limits
+from agentcoordd.coord import projections as pj
 from agentcoordd.coord import prompt as prompt_reader
 from agentcoordd.coord import telemetry
 from agentcoordd.coord.open_requests import open_requests
 from agentcoordd.coord.batches import lane_name_of, lane_owner_of, lane_targets_of
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.info import CONTRACT_VERSION
+from agentcoordd.coord.lease import clock_report
 from agentcoordd.model import ids
 from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL, UsageError
 from agentcoordd.model.timefmt import format_ts, parse_ts
-from agentcoordd.store.base import StoreError
+from agentcoordd.store.base import Forbidden, StoreError
 from agentcoordd.store.cache import Malformed, Scan, scan
 
 EXIT_WARNINGS = 1
@@ -74,15 +97,25 @@ SIGNALS = (
     "manifest_without_launch_prompt",
     "launch_prompt_target_drift",
     "lane_without_heartbeat",
+    "stale_holder",  # ours: a lane's holder whose heartbeat is stale (coord/holders.py)
+    "dead_holder",  # ours: a lane's holder that is dead under the lease rules
     "batch_without_history",
     "malformed_history_line",
     "request_unanswered",
+    "clock_offset",
+    "unreadable_record",  # ours: a record no reader can read (model.bounds, invalid JSON)
+    "batch_blocked",  # ours: a batch blocked on operator authority (coord/blockers.py)
 )
 DEFAULT_UNANSWERED_AFTER = 1800.0
 MACHINE_FIELDS = ("machine_id", "machine", "hostname")
+_CLAIM_NEXT = re.compile(r"\bclaim\s+--next\b|\bclaim_next\b")
 _PR_URL = re.compile(r"github\.com/([^/\s]+)/([^/\s]+)/pull/(\d+)", re.IGNORECASE)
 _KEEP = ("agent_id", "repo", "target", "batch_id", "status", "terminal", "expires_at",
-         "updated_at", "pr_url", "branch", *MACHINE_FIELDS)
+         "updated_at", "claimed_at", "fencing_token", "phase", "pr_url", "branch", *MACHINE_FIELDS)
+# The normal gap between a claim and its holder's first heartbeat about it (an agent
+# heartbeats after its first step; keep-alive at once): no claim_without_heartbeat,
+# no lane_without_heartbeat for a lane claimed this recently (docs/health.md).
+FIRST_HEARTBEAT_GRACE = 300.0
 
 
 def _digest(path: str, data: Any) -> dict[str, Any]:
@@ -119,10 +152,17 @@ def prompt_drift(manifest: dict[str, Any]) -> dict[str, list[str]] | None:
     declared, reserved = prompt_reader.manifest_targets(manifest)
     said = set(mentions.active)
     prompt_only = sorted(said - declared - reserved, key=_num)
-    manifest_only = sorted(declared - said - set(mentions.reserved), key=_num)
+    manifest_only = [] if assigns_by_claim_next(text) else \
+        sorted(declared - said - set(mentions.reserved), key=_num)
     if not prompt_only and not manifest_only:
         return None
     return {"prompt_only": prompt_only, "manifest_only": manifest_only}
+
+
+def assigns_by_claim_next(prompt: str) -> bool:
+    """A prompt that has workers take lanes with `claim --next` (or the MCP `claim_next`
+    tool) need not list the manifest's targets: the manifest assigns them."""
+    return _CLAIM_NEXT.search(prompt) is not None
 
 
 def _num(value: str) -> tuple[int, str]:
@@ -134,6 +174,69 @@ def _active_claim(claim: dict[str, Any], now_text: str) -> bool:
         return False
     expires = parse_ts(claim.get("expires_at"))
     return expires is None or format_ts(expires) > now_text
+
+
+def _recent(stamp: Any, now: dt.datetime, grace: float) -> bool:
+    """Within the first heartbeat's grace of `now` (a claim or a batch just made)."""
+    at = parse_ts(stamp)
+    return at is not None and (now - at).total_seconds() < grace
+
+
+class _Lanes:
+    """Each manifest lane told from its own claim (coord/holders.py): `stale_holder` and
+    `dead_holder` for a holder in trouble, `lane_without_heartbeat` for an owned lane nobody
+    holds whose owner has never heartbeat (not a pool lane: its owner only names the
+    pool; not in a batch registered within the first heartbeat's grace)."""
+
+    def __init__(self, claims: list[tuple[str, dict[str, Any]]],
+                 beats: list[tuple[str, dict[str, Any]]], heartbeat_agents: set[str],
+                 now: dt.datetime, grace: float) -> None:
+        self.now = now
+        self.grace = grace
+        self.heartbeat_agents = heartbeat_agents
+        self.leases = {(str(c.get("repo")), str(c.get("target"))): (p, holders.LeaseClaim.of(c))
+                       for p, c in claims}
+        self.views = {p.rsplit("/", 1)[-1].removesuffix(".json"): pj.HeartbeatView(p, b)
+                      for p, b in beats}
+
+    def check(self, report: _Report, path: str, own: str, manifest: dict[str, Any]) -> None:
+        raw = manifest.get("lanes")
+        for lane in raw if isinstance(raw, list) else []:
+            if not isinstance(lane, dict):
+                continue
+            name = lane_name_of(lane) or "?"
+            owner = lane_owner_of(lane)
+            where = holders.lease_target(manifest.get("repo"), lane_targets_of(lane))
+            claim_path, claim = self.leases.get(where, (None, None)) if where else (None, None)
+            held = claim if isinstance(claim, holders.LeaseClaim) else None
+            told = holders.lane_view(
+                lane, blocked_on=[], where=where, claim=claim, owner_beat=self.views.get(owner),
+                beat=self.views.get(held.agent_id) if held is not None else None, now=self.now)
+            state = told["lane_state"]
+            if state in holders.TROUBLED:
+                self._troubled(report, state, told["holder"], held, own, name, claim_path)
+            elif state in (holders.CLOSED, holders.HELD) or holders.is_pool(lane) or \
+                    _recent(manifest.get("registered_at") or manifest.get("created_at"), self.now, self.grace):
+                continue
+            elif owner is None or owner not in self.heartbeat_agents:
+                report.warn("lane_without_heartbeat",
+                            f"batch {own} lane {name}: owner {owner or '(none)'} has no heartbeat",
+                            path=path, batch_id=own, lane=name, agent_id=owner)
+
+    def _troubled(self, report: _Report, state: str, holder: dict[str, Any],
+                  held: holders.LeaseClaim | None, own: str, name: str, path: str | None) -> None:
+        agent = holder["agent_id"]
+        beat = self.views.get(agent)
+        last = parse_ts(beat.updated_at) if beat is not None else None
+        last = last or parse_ts(held.claimed_at if held is not None else None)
+        age = round((self.now - last).total_seconds(), 3) if last is not None else None
+        since = f" for {int(age)}s" if age is not None else ""
+        verdict = ("is stale: it may be stuck (it still holds the lane)" if state == holders.STALE_HOLDER
+                   else "is dead: the lane may be taken over (claim --next, takeover)")
+        report.warn(state, f"batch {own} lane {name}: holder {agent} {verdict}; "
+                           f"{holder['detail']}{since}",
+                    path=path, batch_id=own, lane=name, agent_id=agent, age_seconds=age,
+                    liveness=holder["liveness"], since=holder.get("since"))
 
 
 class _Report:
@@ -159,13 +262,16 @@ class _Report:
         return result
 
 
-async def health(ctx: Ctx, *, batch_id: str | None = None,
-                 unanswered_after: float | None = None) -> dict[str, Any]:
+async def health(ctx: Ctx, *, batch_id: str | None = None, unanswered_after: float | None = None,
+                 first_heartbeat_grace: float | None = None) -> dict[str, Any]:
     if batch_id is not None:
         ids.batch_id(batch_id)
     threshold = DEFAULT_UNANSWERED_AFTER if unanswered_after is None else unanswered_after
     if not threshold >= 0:
         raise UsageError(f"--unanswered-after must not be negative: {unanswered_after}")
+    grace = FIRST_HEARTBEAT_GRACE if first_heartbeat_grace is None else first_heartbeat_grace
+    if not grace >= 0:
+        raise UsageError(f"--first-heartbeat-grace must not be negative: {first_heartbeat_grace}")
     now = ctx.clock.now()
     now_text = format_ts(now)
     report = _Report()
@@ -181,8 +287,8 @@ async def health(ctx: Ctx, *, batch_id: str | None = None,
         batch_paths = set()
         try:
             current = await ctx.store.get(path)
-        except StoreError as exc:
-            report.unreadable.append({"path": path, "reason": exc.message})
+        except StoreError as exc:  # the batch this health is about: UNKNOWN
+            report.errors.append(f"{path} not readable: {exc.message}")
             current = None
             batch_paths.add(path)
         if current is not None:
@@ -243,7 +349,7 @@ async def health(ctx: Ctx, *, batch_id: str | None = None,
         if not has_machine_identity(claim):
             report.warn("missing_machine_identity", f"claim {path} has no machine_id (or machine/hostname)", **about)
         holder = claim.get("agent_id")
-        if _active_claim(claim, now_text):
+        if _active_claim(claim, now_text) and not _recent(claim.get("claimed_at"), now, grace):
             beat = heartbeat_by_agent.get(holder) if isinstance(holder, str) else None
             if beat is None and holder in heartbeat_agents:
                 pass  # unreadable heartbeat: reported as unreadable, not as missing
@@ -273,6 +379,7 @@ async def health(ctx: Ctx, *, batch_id: str | None = None,
             report.warn("missing_batch_manifest", f"heartbeat {path} names batch {batch}, which has no retained manifest", **about)
 
     # -- manifests --------------------------------------------------------------
+    lanes = _Lanes(claims.rows, beats.rows, heartbeat_agents, now, grace)
     batches_with_events = {e.get("batch_id") for e in history.events}
     for path, manifest in batch_rows:
         own = manifest.get("batch_id") if isinstance(manifest.get("batch_id"), str) else path.rsplit("/", 1)[-1].removesuffix(".json")
@@ -290,15 +397,11 @@ async def health(ctx: Ctx, *, batch_id: str | None = None,
                 report.warn("launch_prompt_target_drift",
                             f"batch {own}: launch prompt targets drift from manifest targets ({'; '.join(parts)})",
                             path=path, batch_id=own, **drift)
-        for lane in manifest.get("lanes") if isinstance(manifest.get("lanes"), list) else []:
-            if not isinstance(lane, dict) or lane.get("terminal") is not None:
-                continue
-            owner = lane_owner_of(lane)
-            if owner is None or owner not in heartbeat_agents:
-                name = lane_name_of(lane) or "?"
-                report.warn("lane_without_heartbeat",
-                            f"batch {own} lane {name}: owner {owner or '(none)'} has no heartbeat",
-                            path=path, batch_id=own, lane=name, agent_id=owner)
+        lanes.check(report, path, own, manifest)
+        blocker = manifest.get("blocker")
+        if isinstance(blocker, dict):
+            report.warn("batch_blocked", f"batch {own} is blocked: {blocker.get('message')}",
+                        path=path, batch_id=own, blocker=blocker)
         if own not in batches_with_events:
             report.warn("batch_without_history", f"batch {own} has no history events", path=path, batch_id=own)
     for problem in history.problems:
@@ -306,6 +409,8 @@ async def health(ctx: Ctx, *, batch_id: str | None = None,
                     path=problem["file"], line=problem.get("line"))
 
     pending = open_requests(history.events, now)
+    if ctx.seen is not None and not (history.error or history.partial):  # the fleet gauges
+        ctx.seen.open_requests(ctx.store.name, pending, batch_id=batch_id)
     for request in pending:
         if request["age_seconds"] is not None and request["age_seconds"] > threshold:
             report.warn("request_unanswered",
@@ -314,6 +419,17 @@ async def health(ctx: Ctx, *, batch_id: str | None = None,
                         **{k: request.get(k) for k in ("batch_id", "lane", "agent_id")},
                         event_id=request["event_id"], age_seconds=request["age_seconds"])
 
+    clock = None
+    reference = ctx.store.capabilities.clock
+    if reference is not None:  # a remote backend: is this machine's clock close enough to judge?
+        clock = clock_report(await reference.measured(), ctx.lease.max_clock_offset)
+        if clock["status"] == "beyond_bound":
+            report.warn("clock_offset", clock["summary"], offset_seconds=clock["offset_seconds"],
+                        bound_seconds=clock["bound_seconds"])
+    for item in report.unreadable:  # its own problem: named, everything else checked
+        report.warn("unreadable_record", f"record {item['path']} cannot be read: {item['reason']}",
+                    path=item["path"])
+
     qa_rows = _qa(batch_rows, scoped_claims, [b for p, b in beats.rows if in_scope(b, p.rsplit("/", 1)[-1].removesuffix(".json"))], history.events)
     counts = {name: 0 for name in SIGNALS}
     for warning in report.warnings:
@@ -321,7 +437,18 @@ async def health(ctx: Ctx, *, batch_id: str | None = None,
     qa_counts: dict[str, int] = {}
     for row in qa_rows:
         qa_counts[row["qa"]] = qa_counts.get(row["qa"], 0) + 1
-    unknown = bool(report.errors or report.unreadable)
+    # Effective usage limits (docs/capacity.md): additive and informational — a limit is a
+    # provider fact, not a coordination fault; in batch scope those of its lanes' pools.
+    try:
+        limited = await host_limits.projected(
+            ctx.store, now, None if batch_id is None else
+            host_limits.lane_quota_hosts([m for _, m in batch_rows]), effective_only=True)
+    except Forbidden:  # outside the caller's scopes: no projection
+        limited = []
+    except StoreError:
+        limited = []
+        report.partial.append("host_limits")
+    unknown = bool(report.errors)
     exit_code = EXIT_OPERATIONAL if unknown else (EXIT_WARNINGS if report.warnings else EXIT_OK)
     return {
         "version": CONTRACT_VERSION,
@@ -334,9 +461,12 @@ async def health(ctx: Ctx, *, batch_id: str | None = None,
         "qa_summary": qa_counts,
         "open_requests": pending,
         "unanswered_after_seconds": threshold,
+        "first_heartbeat_grace_seconds": grace,
         "unreadable": report.unreadable,
         "errors": report.errors,
         "partial": report.partial,
+        **({"clock": clock} if clock is not None else {}),
+        **({"host_limits": limited} if limited else {}),
         "exit_code": exit_code,
     }
 

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcoordd.model.errors import EXIT_CLAIM_REFUSED, EXIT_OPERATIONAL, EXIT_USAGE
+from agentcoordd.model.errors import (
+    EXIT_CLAIM_REFUSED,
+    EXIT_OPERATIONAL,
+    EXIT_RESERVATION_REFUSED,
+    EXIT_USAGE,
+)
 from agentcoordd.model.liveness import DEAD_AFTER_TTL_MULTIPLIER
 from agentcoordd.model.records import ARCHIVE_SCHEMA_VERSION, LANE_CLOSED_SCHEMA_VERSION, SCHEMA_VERSION
 from agentcoordd.model.status import (
@@ -65,5 +70,6 @@ def config_info() -> dict[str, Any]:
             "stack_usage": EXIT_STACK_USAGE,
             "operational": EXIT_OPERATIONAL,
             "claim_refused": EXIT_CLAIM_REFUSED,
+            "reservation_refused": EXIT_RESERVATION_REFUSED,
         },
     }

@@ -14,11 +14,15 @@ from typing import Any
 
 import msgspec
 
-from agentcoordd.coord.cas import Put, cas_update, cas_update_blocking
+from agentcoordd.coord.batches import lane_for_target
+from agentcoordd.coord.cas import Keep, Put, cas_update, cas_update_blocking
+from agentcoordd.coord.claims import HANDOFF_FIELDS, RELEASED_FIELDS
 from agentcoordd.coord.context import Clock, Ctx
+from agentcoordd.coord.events import emit, lifecycle_fields
 from agentcoordd.model import ids
 from agentcoordd.model.errors import CoordError
-from agentcoordd.model.records import Claim, Heartbeat, load
+from agentcoordd.model.identity import stamp_attribution
+from agentcoordd.model.records import HOLDER_EXITED, Claim, Heartbeat, load
 from agentcoordd.model.status import is_terminal
 from agentcoordd.model.timefmt import expiry, format_ts
 from agentcoordd.store.base import BatchOps, BlockingStore, Conflict, Get, NotFound, Replace, Versioned, known
@@ -33,9 +37,11 @@ class Fence(msgspec.Struct, frozen=True, omit_defaults=True):
     claimed_at: str
     instance_id: str | None = None
     generation: int | str | None = None
+    fencing_token: int | None = None  # every grant has its own (coord/lease.py)
 
     @classmethod
     def of(cls, claim: dict[str, Any]) -> Fence:
+        token = claim.get("fencing_token")
         return cls(
             repo=claim["repo"],
             target=claim["target"],
@@ -43,7 +49,17 @@ class Fence(msgspec.Struct, frozen=True, omit_defaults=True):
             claimed_at=claim["claimed_at"],
             instance_id=claim.get("instance_id"),
             generation=claim.get("generation"),
+            fencing_token=token if isinstance(token, int) and not isinstance(token, bool) else None,
         )
+
+    def same_grant(self, other: Fence) -> bool:
+        """The same grant: every field equal, the token too when both have one (agent-coord
+        renews a claim without the token it does not know; that is still this grant)."""
+        tokens = (self.fencing_token, other.fencing_token)
+        if None in tokens:
+            return msgspec.structs.replace(self, fencing_token=None) == \
+                msgspec.structs.replace(other, fencing_token=None)
+        return self == other
 
 
 class LaneEnded(CoordError):
@@ -62,7 +78,7 @@ def fence_verdict(current: Versioned | None, fence: Fence) -> None:
     claim = load(Claim, current.data, ids.claim_path(fence.repo, fence.target))
     if claim.status == "released" and claim.agent_id == fence.agent_id and claim.claimed_at == fence.claimed_at:
         raise LaneEnded("released", f"claim {fence.repo}#{fence.target} was released")
-    if Fence.of(current.data) != fence or claim.status != "active":
+    if not Fence.of(current.data).same_grant(fence) or claim.status != "active":
         raise LaneEnded(
             "fenced",
             f"claim {fence.repo}#{fence.target} is now held by {claim.agent_id} "
@@ -110,6 +126,45 @@ def renew_blocking(store: BlockingStore, clock: Clock, *, agent_id: str, ttl: in
     return cas_update_blocking(
         store, path, lambda current: renewal(current, path=path, agent_id=agent_id, ttl=ttl,
                                              now=clock.now()))
+
+
+async def release_exited(ctx: Ctx, fence: Fence, *, lane: str | None, batch_id: str | None,
+                         detail: str) -> dict[str, Any] | None:
+    """agentcoordd's release of the claim a lane held, once its watched process exited
+    (docs/keepalive.md): non-terminal, everything the claim records (branch, PR, phase)
+    kept for the next claimant, `release_mode: holder_exited`, and its claim.released
+    event with the lane. Only that claim: one released, re-acquired or taken over since
+    is left alone (None)."""
+    path = ids.claim_path(fence.repo, fence.target)
+
+    def decide(current: Versioned | None) -> Keep | Put:
+        stored = current.data if current is not None and isinstance(current.data, dict) else None
+        if stored is None or stored.get("status") != "active":
+            return Keep(None)
+        try:
+            if not Fence.of(stored).same_grant(fence):
+                return Keep(None)
+        except (KeyError, TypeError):
+            return Keep(None)  # not the claim the lane held
+        now = format_ts(ctx.clock.now())
+        record = {k: v for k, v in stored.items() if k not in HANDOFF_FIELDS}
+        record.update(status="released", released_by=fence.agent_id, released_at=now,
+                      updated_at=now, expires_at=now, release_mode=HOLDER_EXITED)
+        record = stamp_attribution(record, ctx.identity)
+        load(Claim, record, path)
+        return Put(record, record)
+
+    record = await cas_update(ctx.store, path, decide)
+    if record is None:
+        return None
+    fields = lifecycle_fields(record, RELEASED_FIELDS)
+    batch = record.get("batch_id") or batch_id
+    lane = lane or (await lane_for_target(ctx, batch, fence.target) if batch else None)
+    if lane:
+        fields["lane"] = lane
+    fields["message"] = detail
+    await emit(ctx, record.get("batch_id"), "claim.released", fields)
+    return record
 
 
 class Renewal(msgspec.Struct, frozen=True):

@@ -1,7 +1,7 @@
 """Open requests: help_requested / escalation_requested events without an answer
-(help_answered / escalation_answered with `reply_to` = their event_id), with their
-age — what status, health and the dashboard show. Answering and waiting live in
-coord.answers."""
+(help_answered / escalation_answered with `reply_to` = their event_id, written
+through the daemon's `answer`: coord.trust), with their age — what status, health
+and the dashboard show. Answering and waiting live in coord.answers."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
+from agentcoordd.coord import trust
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model.timefmt import parse_ts
 from agentcoordd.model.typed_events import ANSWER_TYPES
@@ -39,16 +40,17 @@ def request_digest(path: str, data: Any) -> dict[str, Any]:
         return out
     if kind in ANSWERED_TYPES:
         return {"batch_id": data.get("batch_id") or batch, "type": kind,
-                "reply_to": data.get("reply_to")}
+                "reply_to": data.get("reply_to"), trust.STAMP_FIELD: data.get(trust.STAMP_FIELD)}
     return {}
 
 
 def open_requests(events: Iterable[dict[str, Any]], now: dt.datetime) -> list[dict[str, Any]]:
     """Requests without an answer among `events` (one batch's, or several), oldest
-    first, each with `age_seconds` (None when its `at` is not a time)."""
+    first, each with `age_seconds` (None when its `at` is not a time). Only an answer
+    the daemon stamped counts (coord.trust): one written around it leaves the request open."""
     rows = list(events)
     answered = {(e.get("batch_id"), e.get("type"), e.get("reply_to")) for e in rows
-                if e.get("type") in ANSWERED_TYPES}
+                if e.get("type") in ANSWERED_TYPES and trust.stamped(e)}
     found = []
     for event in rows:
         kind = event.get("type")

@@ -25,7 +25,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from agentcoordd.coord import holders
 from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, lane_targets_of
+from agentcoordd.model.foundation import route as route_contract
+from agentcoordd.model.foundation import usage as usage_contract
 from agentcoordd.model.liveness import liveness_of
 from agentcoordd.model.records import Metadata
 from agentcoordd.model.status import satisfies_dependency
@@ -41,6 +44,8 @@ _OPTIONS = (*Metadata.__struct_fields__, "machine_id", "session_id", "session_so
 CLAIM_METADATA = frozenset((
     *_OPTIONS, "batch_id", "release_mode", "handoff_to", "handoff_note", "terminal", "pr_state",
     "evidence_url", "workspace", "closed_by",
+    # ours (docs/compat.md): the grant's token and how it began
+    "fencing_token", "previous_holder", "takeover_reason",
 ))
 HEARTBEAT_METADATA = frozenset((*_OPTIONS, "batch_id", "branch", "status_raw"))
 LANE_METADATA = frozenset((
@@ -57,6 +62,7 @@ LANE_METADATA = frozenset((
     "closed_by",
     "pr_state",
     "evidence_url",
+    "pool",  # ours: a pool lane (docs/contracts.md#pool-lanes-and-priority)
 ))
 
 
@@ -95,6 +101,16 @@ def claim_projection(path: str, data: Any) -> dict[str, Any]:
     }
 
 
+def claim_digest(path: str, data: Any) -> tuple[dict[str, Any], Any]:
+    """A claim's status projection and what the lane rows read of it (holders.LeaseClaim)."""
+    return claim_projection(path, data), holders.LeaseClaim.of(data)
+
+
+def lease_claim_digest(path: str, data: Any) -> Any:
+    """What a lane row reads of its lease's claim (holders.LeaseClaim or UNREADABLE)."""
+    return holders.LeaseClaim.of(data)
+
+
 # ---- heartbeats ----------------------------------------------------------
 
 
@@ -105,7 +121,8 @@ class HeartbeatView:
     once; liveness is derived per call from the caller's `now`.
     """
 
-    __slots__ = ("head", "meta", "updated_at", "expires_at", "status", "agent_id", "mismatched", "_times", "_memo")
+    __slots__ = ("head", "meta", "updated_at", "expires_at", "status", "agent_id", "mismatched", "about",
+                 "_times", "_memo")
 
     def __init__(self, path: str, data: Any) -> None:
         data = _object(data)
@@ -119,6 +136,7 @@ class HeartbeatView:
         self._times = (parse_ts(self.updated_at), parse_ts(self.expires_at))
         self._memo: tuple[dt.datetime, str] | None = None
         repo, target = data.get("repo"), data.get("target")
+        self.about = (str(repo), str(target)) if repo is not None and target is not None else None
         shown = "#".join(str(v) for v in (repo, target) if v is not None) or "-"
         self.head = (path, self.agent_id, self.status, shown, _text(self.updated_at))
         self.meta = _metadata(data, HEARTBEAT_METADATA)
@@ -130,6 +148,10 @@ class HeartbeatView:
         value = liveness_of(*self._times, now)
         self._memo = (now, value)
         return value
+
+    def is_about(self, repo: str, target: str) -> bool:
+        """Whether this heartbeat reports work on repo#target."""
+        return self.about == (repo, target)
 
     def projection(self, now: dt.datetime) -> dict[str, Any]:
         path, agent, status, target, updated = self.head
@@ -277,23 +299,41 @@ def lane_liveness(heartbeat: Any, now: dt.datetime) -> str:
 
 
 def batch_projection(
-    path: str, view: BatchView, heartbeats: dict[str, Any], lane_states: dict[str, str], now: dt.datetime
+    path: str, view: BatchView, heartbeats: dict[str, Any], lane_states: dict[str, str],
+    now: dt.datetime, claims: dict[tuple[str, str], Any] | None = None,
 ) -> dict[str, Any]:
-    """The projected batch: each lane's status, liveness and blocked deps as of `now`."""
+    """The projected batch: each lane's status, liveness and blocked deps as of `now`.
+    With `claims` ((repo, target) -> holders.LeaseClaim of the claims read), each lane
+    also says who holds it (coord/holders.py); `heartbeats` then has the holders' too."""
     projected = []
+    repo = view.extra.get("repo")
     for lane, owner, name, targets, deps, meta in view.lanes:
         heartbeat = heartbeats.get(owner)
-        projected.append({
+        blocked_on = [dep for dep in deps if not satisfies_dependency(lane_states.get(dep))]
+        row = {
             "name": name,
             "owner": owner,
             "targets": targets,
             "status": lane_status(lane, heartbeat),
             "liveness": lane_liveness(heartbeat, now),
             "deps": deps,
-            "blocked_on": [dep for dep in deps if not satisfies_dependency(lane_states.get(dep))],
+            "blocked_on": blocked_on,
             **meta,
-        })
-    return {"path": path, "batch_id": view.batch_id, "lanes": projected, **view.extra}
+        }
+        chip = route_contract.chip_text(lane.get("route"))  # the route chip, canonical form
+        if chip is not None:
+            row["route"] = chip
+        if claims is not None:
+            where = holders.lease_target(repo, targets)
+            claim = claims.get(where) if where is not None else None
+            holder = claim.agent_id if isinstance(claim, holders.LeaseClaim) else None
+            told = holders.lane_view(lane, blocked_on=blocked_on, where=where, claim=claim,
+                                     owner_beat=heartbeat, beat=heartbeats.get(holder), now=now)
+            row.update(told, **holders.pool_fields(lane, told))
+        projected.append(row)
+    usage = usage_contract.tiles(view.extra.get("usage"))  # ours: the usage tiles (additive)
+    return {"path": path, "batch_id": view.batch_id, "lanes": projected, **view.extra,
+            **({"usage_totals": usage} if usage is not None else {})}
 
 
 def malformed_lane_names(lanes: Any) -> list[str]:

@@ -22,9 +22,13 @@ Degraded notes (`section_notes`, one per section; `degraded` lists their
 distinct values in the order they were noted) say what a row cannot vouch
 for: sections intentionally not checked in a scope, missing lane-owner
 heartbeats, a filtered (partial) listing, events omitted by the per-batch
-limit — all exit 0. A record that cannot be read (invalid JSON, not an
-object), or a section the backend refused to list, is named in a note and
-makes the result UNKNOWN: everything readable is still returned, with exit 2.
+limit — all exit 0. A record in a listing that cannot be read (invalid JSON,
+outside the record bounds, not what its family needs) is named in a note and
+a warning and left out: one bad record is its own problem, exit 0 (docs/
+reliability.md, "One bad record"). The record a scope is *about* — the
+target's claim, the batch's manifest — unreadable, or a section the backend
+refused to list, makes the result UNKNOWN: everything readable is still
+returned, with exit 2.
 
 Events: full status shows the most recent `events` (default 20) events of
 each batch; batch scope shows all of the batch's events unless `events` is
@@ -39,14 +43,17 @@ import heapq
 import operator
 from typing import Any
 
+from agentcoordd.coord import holders, lease
 from agentcoordd.coord import projections as pj
 from agentcoordd.coord.open_requests import batch_open_requests
 from agentcoordd.coord.batches import lane_dependencies, lane_name_of, lane_owner_of, split_dependency
 from agentcoordd.coord.common import WireData
 from agentcoordd.coord.context import Ctx
+from agentcoordd.coord import host_limits as limits
 from agentcoordd.coord.info import CONTRACT_VERSION
 from agentcoordd.model import ids
 from agentcoordd.model.errors import EXIT_OK, EXIT_OPERATIONAL, UsageError
+from agentcoordd.model.records import Claim, Heartbeat, try_load
 from agentcoordd.store.base import Forbidden, InvalidRecord, StoreError
 from agentcoordd.store.cache import Scan, caches, read_many, scan
 
@@ -56,11 +63,12 @@ _EVENT_PROJECTION_CAP = 5_000
 
 
 class _Report:
-    """Collects section notes and whether the result is UNKNOWN."""
+    """Collects section notes, whether the result is UNKNOWN, and the records left out."""
 
     def __init__(self) -> None:
         self.notes: dict[str, str] = {}
         self.unknown: list[str] = []  # the notes that make the result UNKNOWN
+        self.unreadable: list[str] = []  # records named in a note, left out of the rows
 
     def note(self, section: str, text: str, *, unknown: bool = False) -> None:
         self.notes[section] = f"{self.notes[section]}; {text}" if section in self.notes else text
@@ -70,9 +78,10 @@ class _Report:
     def absorb(self, section: str, result: Scan[Any]) -> None:
         if result.partial:
             self.note(section, f"{section} filtered by scoped token")
-        if result.unreadable:
+        if result.unreadable:  # one bad record is its own problem: the rest is served
+            self.unreadable.extend(path for path, _ in result.unreadable)
             paths = ", ".join(path for path, _ in result.unreadable)
-            self.note(section, f"unreadable records: {paths}", unknown=True)
+            self.note(section, f"unreadable records: {paths}")
 
     async def scan(self, ctx: Ctx, section: str, prefix: str, digest: Any, name: str) -> Scan[Any]:
         try:
@@ -83,7 +92,9 @@ class _Report:
         self.absorb(section, result)
         return result
 
-    def payload(self, scope: dict[str, Any], **sections: Any) -> WireData:
+    def payload(self, ctx: Ctx, scope: dict[str, Any], **sections: Any) -> WireData:
+        if self.unreadable:
+            ctx.warn(f"unreadable records left out (see the degraded notes): {', '.join(self.unreadable)}")
         degraded: list[str] = []
         for text in self.notes.values():
             if text not in degraded:
@@ -131,8 +142,16 @@ async def status(
     else:
         limit = None if batch_id is not None else DEFAULT_EVENTS_PER_BATCH
     if batch_id is not None:
-        return await _batch_status(ctx, batch_id, limit)
-    return await _full_status(ctx, include_archived, limit)
+        payload = await _batch_status(ctx, batch_id, limit)
+        if ctx.seen is not None:  # lanes first: requests count only for a registered batch
+            ctx.seen.lanes(ctx.store.name, payload["batches"], complete=False)
+            ctx.seen.open_requests(ctx.store.name, payload.get("open_requests", []), batch_id=batch_id)
+        return payload
+    payload = await _full_status(ctx, include_archived, limit)
+    if ctx.seen is not None:  # a whole listing of batches/ tells which batches left
+        ctx.seen.lanes(ctx.store.name, payload["batches"],
+                       complete="batches" not in payload["section_notes"])
+    return payload
 
 
 # ---- events (shared by full and batch scope) -----------------------------
@@ -219,7 +238,7 @@ async def _recent_events(
 async def _full_status(ctx: Ctx, include_archived: bool, limit: int | None) -> dict[str, Any]:
     now = ctx.clock.now()
     report = _Report()
-    claims = await report.scan(ctx, "claims", "claims", pj.claim_projection, "status.claims")
+    claims = await report.scan(ctx, "claims", "claims", pj.claim_digest, "status.claims")
     beats = await report.scan(ctx, "heartbeats", "heartbeats", pj.heartbeat_view, "status.heartbeats")
     batches = await report.scan(ctx, "batches", "batches", pj.batch_digest, "status.batches")
 
@@ -240,18 +259,24 @@ async def _full_status(ctx: Ctx, include_archived: bool, limit: int | None) -> d
     lane_states: dict[str, str] = {}
     for _, view in batches.rows:
         lane_states.update(view.lane_states(by_agent))
+    leases: dict[tuple[str, str], Any] = {
+        (str(shown["repo"]), str(shown["target"])): held for _, (shown, held) in claims.rows}
+    for path, _ in claims.unreadable:  # claims/<owner>/<repo>/<target>.json
+        parts = path.removesuffix(".json").split("/")
+        if len(parts) == 4:
+            leases[(f"{parts[1]}/{parts[2]}", parts[3])] = holders.UNREADABLE
     projected_batches = []
     bad_lanes: list[str] = []
     bad_names: list[str] = []
     for path, view in batches.rows:
-        projected_batches.append(pj.batch_projection(path, view, by_agent, lane_states, now))
+        projected_batches.append(pj.batch_projection(path, view, by_agent, lane_states, now, leases))
         bad_lanes.extend(f"{path}#{position}" for position in view.malformed)
         bad_names.extend(view.bad_names)
     _note_lanes(report, bad_names, bad_lanes)
 
     shown_events = await _recent_events(ctx, report, "events", limit)
     sections: dict[str, Any] = {
-        "claims": [projection for _, projection in claims.rows],
+        "claims": [projection for _, (projection, _) in claims.rows],
         "heartbeats": [view.projection(now) for _, view in beats.rows],
         "batches": projected_batches,
         "events": shown_events,
@@ -259,7 +284,22 @@ async def _full_status(ctx: Ctx, include_archived: bool, limit: int | None) -> d
     if include_archived:
         archive = await report.scan(ctx, "archive", "archive", pj.archive_projection, "status.archive")
         sections["archive"] = [projection for _, projection in archive.rows]
-    return report.payload({"kind": "all"}, **sections)
+    sections.update(await _host_limits(ctx, report, None))
+    return report.payload(ctx, {"kind": "all"}, **sections)
+
+
+async def _host_limits(ctx: Ctx, report: _Report, quota_hosts: set[str] | None) -> dict[str, Any]:
+    """The optional `host_limits` projection: present only when there is a record — of
+    the batch's lanes' quota hosts, in batch scope (agent-coord's key set otherwise).
+    Outside the caller's scopes: absent."""
+    try:
+        shown = await limits.projected(ctx.store, ctx.clock.now(), quota_hosts)
+    except Forbidden:
+        return {}
+    except StoreError as exc:
+        report.note("host_limits", f"host limits unreadable: {exc.message}")
+        return {}
+    return {"host_limits": shown} if shown else {}
 
 
 def _note_lanes(report: _Report, bad_names: list[str], bad_lanes: list[str]) -> None:
@@ -280,6 +320,7 @@ async def _target_status(ctx: Ctx, repo: str, target: str) -> dict[str, Any]:
     report.note("events", "not checked in target scope")
     claims: list[dict[str, Any]] = []
     heartbeats: list[dict[str, Any]] = []
+    verdict: dict[str, Any] | None = None
     claim = await _read_object(ctx, report, "claims", path, "claim unreadable")
     if claim is not None:
         claims.append(pj.claim_projection(path, claim))
@@ -290,7 +331,9 @@ async def _target_status(ctx: Ctx, repo: str, target: str) -> dict[str, Any]:
             # no heartbeat is looked up for these (agent-coord's rule and words)
             report.note("heartbeats", "holder heartbeat not found")
         else:
-            beat = await owner_heartbeat(ctx, holder)
+            beat, beat_record = await _owner_heartbeat_read(ctx, holder)
+            if claim.get("status") == "active":
+                verdict = _lease_verdict(claim, beat, beat_record, now)
             if isinstance(beat, pj.HeartbeatView):
                 heartbeats.append(beat.projection(now))
             elif beat in (pj.HB_UNREADABLE, pj.HB_FORBIDDEN):  # a torn one leaves the claim known: exit 0
@@ -299,13 +342,17 @@ async def _target_status(ctx: Ctx, repo: str, target: str) -> dict[str, Any]:
                 report.note("heartbeats", "holder heartbeat mismatched")
             else:
                 report.note("heartbeats", "holder heartbeat not found")
-    return report.payload(
+    payload = report.payload(
+        ctx,
         {"kind": "target", "repo": repo, "target": target},
         claims=claims,
         heartbeats=heartbeats,
         batches=[],
         events=[],
     )
+    if verdict is not None:  # ours: what `claim` would decide now (`wait --until-free`)
+        payload["lease"] = verdict
+    return payload
 
 
 async def _read_object(
@@ -331,22 +378,40 @@ async def _read_object(
 
 async def owner_heartbeat(ctx: Ctx, owner: str) -> Any:
     """An owner's heartbeat as a view, or HB_UNREADABLE / HB_FORBIDDEN / HB_MISMATCHED / None."""
+    return (await _owner_heartbeat_read(ctx, owner))[0]
+
+
+async def _owner_heartbeat_read(ctx: Ctx, owner: str) -> tuple[Any, Any]:
+    """owner_heartbeat's answer, and the record it read (None when it read none)."""
     try:
         path = ids.heartbeat_path(owner)
     except UsageError:
-        return pj.HB_MISSING
+        return pj.HB_MISSING, None
     try:
         current = await ctx.store.get(path)
     except InvalidRecord:
-        return pj.HB_UNREADABLE
+        return pj.HB_UNREADABLE, None
     except Forbidden:
-        return pj.HB_FORBIDDEN
+        return pj.HB_FORBIDDEN, None
     if current is None:
-        return pj.HB_MISSING
+        return pj.HB_MISSING, None
     if not isinstance(current.data, dict):
-        return pj.HB_UNREADABLE
+        return pj.HB_UNREADABLE, current.data
     view = pj.HeartbeatView(path, current.data)
-    return pj.HB_MISMATCHED if view.mismatched else view
+    return (pj.HB_MISMATCHED if view.mismatched else view), current.data
+
+
+def _lease_verdict(claim: dict[str, Any], beat: Any, record: Any, now: Any) -> dict[str, Any] | None:
+    """What `claim` would decide of this active claim now (coord/lease.py), from the holder
+    heartbeat status already read; None when it cannot be told (a heartbeat out of scope)."""
+    held = try_load(Claim, claim)
+    if held is None or beat == pj.HB_FORBIDDEN:
+        return None
+    parsed = try_load(Heartbeat, record) if isinstance(record, dict) else None
+    problem = None if parsed is not None else ("missing" if beat == pj.HB_MISSING else "invalid")
+    verdict = lease.judge(held, parsed, problem, now)
+    return {"holder": verdict.holder, "liveness": verdict.liveness, "claimable": verdict.takeable,
+            "takeover_reason": verdict.takeover, "detail": verdict.detail}
 
 
 # ---- batch scope ---------------------------------------------------------
@@ -395,7 +460,8 @@ async def _batch_status(ctx: Ctx, batch_id: str, limit: int | None) -> dict[str,
         if missing:
             report.note("heartbeats", f"lane-owner heartbeats not found: {', '.join(missing)}")
         view = pj.BatchView(path, batch)
-        projected_batches.append(pj.batch_projection(path, view, owners, lane_states, now))
+        leases, beats = await _lane_leases(ctx, report, view, owners)
+        projected_batches.append(pj.batch_projection(path, view, beats, lane_states, now, leases))
         _note_lanes(report, view.bad_names, [f"{path}#{p}" for p in view.malformed])
         if malformed_refs:
             report.note("dependencies", f"malformed dependency refs: {', '.join(malformed_refs)}")
@@ -411,13 +477,57 @@ async def _batch_status(ctx: Ctx, batch_id: str, limit: int | None) -> dict[str,
     pending = await batch_open_requests(
         ctx, prefix, shown_events if limit is None else (listed or None), now)
     return report.payload(
+        ctx,
         {"kind": "batch", "batch_id": batch_id},
         claims=[],
         heartbeats=heartbeats,
         batches=projected_batches,
         events=shown_events,
         **({"open_requests": pending} if pending else {}),
+        **(await _host_limits(ctx, report, limits.lane_quota_hosts([batch]))),
     )
+
+
+async def _lane_leases(ctx: Ctx, report: _Report, view: pj.BatchView,
+                       owners: dict[str, Any]) -> tuple[dict[tuple[str, str], Any], dict[str, Any]]:
+    """The claims of the batch's lane leases (each lane's first target in the manifest's
+    repo) and the heartbeats the lane rows read: the owners' plus the holders'."""
+    repo = view.extra.get("repo")
+    wheres: dict[str, tuple[str, str]] = {}
+    for _, _, _, targets, _, _ in view.lanes:
+        where = holders.lease_target(repo, targets)
+        if where is None:
+            continue
+        try:
+            wheres[ids.claim_path(*where)] = where
+        except UsageError:  # a legacy target no claim can name: nobody holds it
+            continue
+    leases: dict[tuple[str, str], Any] = {}
+    beats = dict(owners)
+    if not wheres:
+        return leases, beats
+    try:
+        read = await read_many(ctx.store, list(wheres), pj.lease_claim_digest, "status.lease_claims")
+    except StoreError as exc:  # never told free: the lanes say unknown
+        report.note("lanes", f"lane holders not readable: {exc.message}")
+        return dict.fromkeys(wheres.values(), holders.UNREADABLE), beats
+    leases.update((wheres[path], holders.UNREADABLE) for path, _ in read.unreadable)
+    leases.update((wheres[path], claim) for path, claim in read.rows)
+    wanted = {claim.agent_id for claim in leases.values()
+              if isinstance(claim, holders.LeaseClaim) and claim.agent_id not in beats}
+    paths = {}
+    for agent in wanted:
+        try:
+            paths[ids.heartbeat_path(agent)] = agent
+        except UsageError:
+            continue
+    if paths:
+        try:
+            found = await read_many(ctx.store, list(paths), pj.heartbeat_view, "status.holder_beats")
+        except StoreError:
+            return leases, beats  # holders without a heartbeat read: judged on their claims
+        beats.update((paths[path], held) for path, held in found.rows if not held.mismatched)
+    return leases, beats
 
 
 async def _resolve_dependencies(

@@ -42,6 +42,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from agentcoordd.coord import trust
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.events import record_event, write_event
 from agentcoordd.coord.common import text_field
@@ -149,7 +150,7 @@ def _signal_digest(path: str, data: Any) -> dict[str, Any]:
     kind = data.get("type")
     keep = _SIGNAL_FIELDS if is_qa_event(kind) or (isinstance(kind, str) and kind.startswith("batch.")) else ("batch_id", "type", "event_id", "at", "timestamp")
     if kind in _REQUESTS_AND_ANSWERS:  # health's open requests (coord.answers)
-        keep = (*_SIGNAL_FIELDS, "reply_to", "reason", "from_route", "to_route")
+        keep = (*_SIGNAL_FIELDS, "reply_to", "reason", "from_route", "to_route", trust.STAMP_FIELD)
     out = {k: data[k] for k in keep if data.get(k) is not None}
     if path.count("/") >= 2:
         out.setdefault("batch_id", path.split("/")[1])
@@ -198,8 +199,8 @@ async def history(ctx: Ctx, *, batch_id: str | None = None, limit: int | None = 
     """The merged history (all batches, or one), oldest first; `limit` keeps the newest.
 
     Payload: events, problems (malformed JSONL lines: file, line, reason),
-    unreadable (store records), partial, and exit_code (0, or 2 when the
-    store listing failed or a record was unreadable).
+    unreadable (store records, left out and named), partial, and exit_code (0,
+    or 2 when the store listing failed).
     """
     if batch_id is not None:
         ids.batch_id(batch_id)
@@ -213,7 +214,7 @@ async def history(ctx: Ctx, *, batch_id: str | None = None, limit: int | None = 
         events = events[omitted:] if limit else []
     for problem in found.problems:
         ctx.warn(_problem_text(problem))
-    unknown = found.error is not None or bool(found.unreadable)
+    unknown = found.error is not None
     return {
         "scope": {"kind": "batch", "batch_id": batch_id} if batch_id else {"kind": "all"},
         "events": events,
@@ -412,5 +413,6 @@ async def wait_until_stop_requested(
             return True, state
         return False, {**state, "detail": f"no stop request for batch {batch_id} yet"}
 
-    return await poll_until(check, poll_seconds=poll_seconds, timeout=timeout, sleep=sleep)
+    return await poll_until(check, poll_seconds=poll_seconds, timeout=timeout, sleep=sleep,
+                            batch=(ctx, batch_id))
 

@@ -14,6 +14,7 @@ one batch cost a few reads per tick, not hundreds.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,28 +27,65 @@ from agentcoordd.coord.context import Ctx
 from agentcoordd.model import ids
 from agentcoordd.model.errors import CoordError, UsageError
 from agentcoordd.model.status import satisfies_dependency
-from agentcoordd.store.base import Forbidden, InvalidRecord
+from agentcoordd.store.base import Forbidden, InvalidRecord, StoreError
 
 Check = Callable[[], Awaitable[tuple[bool, dict[str, Any]]]]
+_LAST_STEP = 0.05  # a wait ends rather than sleep less than this before its last check
 
 
 async def poll_until(check: Check, *, poll_seconds: float, timeout: float | None,
-                     sleep: Any = None) -> dict[str, Any]:
-    """Run `check` until it says met (exit_code 0) or `timeout` seconds of polling
-    passed (exit_code 2, `timed_out`). The answer is the last check's state."""
-    if sleep is None:
+                     sleep: Any = None, batch: tuple[Ctx, str] | None = None) -> dict[str, Any]:
+    """Run `check` until it says met (exit_code 0) or `timeout` seconds passed (exit_code 2,
+    `timed_out`). The answer is the last check's state.
 
+    The budget counts the checks too (a slow backend's reads), and no check starts that
+    could not end in it (as long as the last one took), so the answer always comes before
+    the caller's deadline: a slice never ends as a timed-out call. With `batch`, a batch
+    that has neither a manifest nor an event (a mistyped --batch-id) ends the wait at once
+    (`unknown_batch`, exit_code 2): nothing will ever satisfy it."""
+    if sleep is None:
         sleep = anyio.sleep
-    waited = 0.0
+    if batch is not None:
+        why = await unknown_batch(*batch)
+        if why is not None:
+            return nothing_to_wait_for(batch[1], why)
+    started = time.monotonic()
+    waited = 0.0  # slept: what a test's fake sleep advances
     while True:
+        began = time.monotonic()
         met, state = await check()
+        took = time.monotonic() - began
         if met:
             return {**state, "exit_code": 0}
-        if timeout is not None and waited >= timeout:
-            return {**state, "timed_out": True, "exit_code": 2}
-        step = poll_seconds if timeout is None else max(min(poll_seconds, timeout - waited), 0.0)
+        step = poll_seconds
+        if timeout is not None:  # room for a sleep and one more check like the last one?
+            step = min(poll_seconds, timeout - max(waited, time.monotonic() - started) - took)
+            if step < min(poll_seconds, _LAST_STEP):
+                return {**state, "timed_out": True, "exit_code": 2}
         await sleep(step)
         waited += step
+
+
+def nothing_to_wait_for(batch_id: str, why: str, **about: Any) -> dict[str, Any]:
+    """A wait's answer when nothing will ever meet it: exit 2 at once, naming why."""
+    return {"batch_id": batch_id, **about, "detail": why, "unknown_batch": True, "exit_code": 2,
+            "exit_error": why}
+
+
+async def unknown_batch(ctx: Ctx, batch_id: str) -> str | None:
+    """Why a wait on `batch_id` has nothing to wait for — it has no manifest and no event
+    — else None (also when that cannot be read: the wait goes on and says why)."""
+    try:
+        if await ctx.store.get(ids.batch_path(batch_id)) is not None:
+            return None
+        if (await ctx.store.list(ids.events_prefix(batch_id), limit=1)).entries:
+            return None
+    except (StoreError, UsageError):
+        return None
+    files = ctx.store.capabilities.files
+    if files is not None and await anyio.to_thread.run_sync(files.jsonl_batch_file, batch_id):
+        return None
+    return f"batch {batch_id} is not registered (check --batch-id)"
 
 
 async def read_manifest(ctx: Ctx, batch_id: str) -> dict[str, Any] | str:
@@ -63,7 +101,7 @@ async def read_manifest(ctx: Ctx, batch_id: str) -> dict[str, Any] | str:
     return current.data
 
 
-def _find_lane(manifest: dict[str, Any], name: str) -> dict[str, Any] | None:
+def find_lane(manifest: dict[str, Any], name: str) -> dict[str, Any] | None:
     lanes = manifest.get("lanes")
     for lane in lanes if isinstance(lanes, list) else []:
         if isinstance(lane, dict) and lane_name_of(lane) == name:
@@ -119,7 +157,7 @@ async def blocked_refs(ctx: Ctx, entry: dict[str, Any],
         if dep_batch not in manifests:
             manifests[dep_batch] = await read_manifest(ctx, dep_batch)
         manifest = manifests[dep_batch]
-        dep = _find_lane(manifest, dep_name) if isinstance(manifest, dict) else None
+        dep = find_lane(manifest, dep_name) if isinstance(manifest, dict) else None
         if dep is None:
             blocked.append(ref)
             continue
@@ -143,7 +181,7 @@ async def unblocked_state(ctx: Ctx, batch_id: str, lane: str) -> tuple[bool, dic
     own = manifests[batch_id]
     if isinstance(own, str):
         return False, {**state, "detail": own}
-    entry = _find_lane(own, lane)
+    entry = find_lane(own, lane)
     if entry is None:
         return False, {**state, "detail": f"lane {lane} not in batch {batch_id}"}
     deps = lane_dependencies(entry)
@@ -192,4 +230,5 @@ async def wait_until_unblocked(ctx: Ctx, batch_id: str, lane: str, *, poll_secon
                                timeout: float | None = None, sleep: Any = None) -> dict[str, Any]:
     """`wait --until-unblocked`: exit_code 0 once unblocked, 2 with timed_out after `timeout`."""
     return await poll_until(lambda: unblocked_state(ctx, batch_id, lane),
-                            poll_seconds=poll_seconds, timeout=timeout, sleep=sleep)
+                            poll_seconds=poll_seconds, timeout=timeout, sleep=sleep,
+                            batch=(ctx, batch_id))

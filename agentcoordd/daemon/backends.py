@@ -298,13 +298,18 @@ def _created_root(resolved: Resolved) -> Resolved:
         resolved, notices=(*resolved.notices, NEW_ROOT_NOTICE.format(root=resolved.location)))
 
 
+def own_machine_id(daemon_env: Mapping[str, str], files: list[envfiles.EnvFile]) -> str | None:
+    """The machine's own AGENT_COORD_MACHINE_ID: the daemon's environment, else the env files'."""
+    return _value(daemon_env, "AGENT_COORD_MACHINE_ID") or next(
+        (f.get("AGENT_COORD_MACHINE_ID") for f in files
+         if f.error is None and f.get("AGENT_COORD_MACHINE_ID")), None)
+
+
 def _resolve(selection: Selection, env: Mapping[str, str], cwd: str,
              daemon_env: Mapping[str, str] | None, files: list[envfiles.EnvFile], *,
              write: bool, status_read: bool) -> Resolved:
     daemon_env = os.environ if daemon_env is None else daemon_env
-    machine = _value(daemon_env, "AGENT_COORD_MACHINE_ID") or next(
-        (f.get("AGENT_COORD_MACHINE_ID") for f in files
-         if f.error is None and f.get("AGENT_COORD_MACHINE_ID")), None)
+    machine = own_machine_id(daemon_env, files)
     warnings: list[str] = []
 
     # 1. explicit flags
@@ -460,7 +465,21 @@ class StorePool:
         return _open_http(cls, resolved)
 
     def describe(self) -> list[dict[str, Any]]:
-        return list(self._described.values())
+        """The open backends (`daemon status`), with a remote one's clock as last measured."""
+        out = []
+        for key, described in self._described.items():
+            row = dict(described)
+            clock = self._stores[key].capabilities.clock if key in self._stores else None
+            if clock is not None:
+                offset = clock.offset()
+                row["clock_offset_seconds"] = None if offset is None else round(offset.seconds, 3)
+            out.append(row)
+        return out
+
+    def clocks(self) -> list[tuple[str, str, Any]]:
+        """(kind, location, offset or None) of every open backend with a clock of its own."""
+        return [(self._described[key]["kind"], self._described[key]["location"], store.capabilities.clock.offset())
+                for key, store in self._stores.items() if store.capabilities.clock is not None]
 
     async def aclose(self) -> None:
         for store in self._stores.values():

@@ -61,10 +61,12 @@ class ProgressChannel:
 
 
 class Call:
-    def __init__(self, request: Any, svc: Services, progress: Progress | None = None) -> None:
+    def __init__(self, request: Any, svc: Services, progress: Progress | None = None,
+                 peer: tuple[int | None, int] | None = None) -> None:
         self.request = request
         self.svc = svc
         self.progress = progress
+        self.peer = peer  # (pid, uid) of the connection, from the socket (None: in-process)
         self.notices: list[str] = []
         self.warnings: list[str] = []
         self._writes: list[backends.Resolved] = []  # backends this call may have written
@@ -99,7 +101,8 @@ class Call:
         if shared_reads:
             store = self.svc.shared_reads.reads_of(store)
         identity = resolve_identity(self.request.caller.env, fallback_machine=resolved.machine_id)
-        return Ctx(store=store, clock=self.svc.clock, identity=identity, stamps=self.svc.stamps)
+        return Ctx(store=store, clock=self.svc.clock, identity=identity, stamps=self.svc.stamps,
+                   lease=self.svc.leases.policy, seen=self.svc.metrics.fleet)
 
     async def agent_write(self, agent_id: str | None) -> tuple[backends.Resolved, Ctx]:
         """The backend and context of an agent's write; the call touches the agent's
@@ -121,16 +124,27 @@ class Call:
     @contextlib.asynccontextmanager
     async def events_to_outbox(self, ctx: Ctx, resolved: backends.Resolved) -> AsyncIterator[None]:
         """Undeliverable lifecycle events go to the durable outbox, and notifications of
-        the command's events to theirs, before any reply."""
+        the command's events to theirs, before any reply. Either failing to reach the
+        daemon's state dir makes the command exit 2 (durable.StateDirError), after both
+        were tried."""
         try:
             yield
         finally:
             self.warnings.extend(ctx.warnings)
             ctx.warnings.clear()
-            # Written and queued events alike: this daemon's writes notify (never fails).
-            await self.svc.notifier.notice(ctx.written + ctx.undelivered)
-            ctx.written.clear()
-            await self.svc.outbox.queue(ctx.undelivered, resolved, self.warnings)
+            # Written and queued events alike: this daemon's writes notify.
+            try:
+                await self.svc.notifier.notice(ctx.written + ctx.undelivered)
+            finally:
+                ctx.written.clear()
+                await self.svc.outbox.queue(ctx.undelivered, resolved)
+
+    def actor(self, identity: Any) -> dict[str, Any]:
+        """Who made this call, as the daemon knows it (coord.trust: recorded when a
+        caller acts for another agent): the socket's uid and pid, the machine, the session."""
+        pid, uid = self.peer if self.peer is not None else (self.request.caller.pid, None)
+        return {k: v for k, v in (("uid", uid), ("pid", pid), ("machine_id", identity.machine_id),
+                                  ("session_id", identity.session_id)) if v is not None}
 
     def reply(self, payload: Any, exit_code: int = 0) -> p.Response:
         error = None

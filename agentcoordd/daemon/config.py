@@ -1,4 +1,4 @@
-"""The daemon's own config file: `agentcoordd.toml` (docs/notifications.md).
+"""The daemon's own config file: `agentcoordd.toml` (docs/notifications.md, docs/keepalive.md).
 
 Where: `agentcoordd --config PATH`, else `$AGENT_COORD_DAEMON_CONFIG`, else
 `$XDG_CONFIG_HOME/agentcoord/agentcoordd.toml` (`$HOME/.config` standing in
@@ -61,6 +61,71 @@ def load(env: Mapping[str, str], flag: str | None = None) -> ConfigFile:
     except tomllib.TOMLDecodeError as exc:
         return ConfigFile(path, error=f"not valid TOML: {exc}", exists=True)
     return ConfigFile(path, table, exists=True)
+
+
+@dataclass(frozen=True)
+class Layered:
+    """A section's settings as the daemon finds them: setting -> (value, where it came
+    from), and one line per problem with a file."""
+
+    raw: dict[str, tuple[Any, str]]
+    errors: list[str]
+    config_path: str | None
+
+
+def layered(env: Mapping[str, str], config_flag: str | None, section: str,
+            env_names: Mapping[str, str], toml_names: Mapping[str, str]) -> Layered:
+    """Per setting, the first that gives it: the daemon's environment, a consumer env
+    file (envfiles.py, in its order), `[section]` of agentcoordd.toml."""
+    from agentcoordd.daemon import envfiles
+
+    files = [f for f in envfiles.existing(env) if f.error is None]
+    toml = load(env, config_flag)
+    errors: list[str] = []
+    if toml.error:
+        errors.append(f"config file {toml.path}: {toml.error} (ignored)")
+    table = toml.table.get(section, {})
+    if not isinstance(table, dict):
+        errors.append(f"config file {toml.path}: [{section}] is not a table (ignored)")
+        table = {}
+    unknown = sorted(set(table) - set(toml_names.values()))
+    if unknown:
+        errors.append(f"config file {toml.path}: unknown setting {section}.{unknown[0]} (ignored)")
+    raw: dict[str, tuple[Any, str]] = {}
+    for name, variable in env_names.items():
+        if env.get(variable, "").strip():
+            raw[name] = (env[variable], f"{variable} (environment)")
+            continue
+        found = next((f for f in files if f.get(variable)), None)
+        if found is not None:
+            raw[name] = (found.values[variable], f"{variable} (env file {found.path})")
+        elif toml_names[name] in table:
+            raw[name] = (table[toml_names[name]], f"{section}.{toml_names[name]} "
+                                                  f"(config file {toml.path})")
+    return Layered(raw, errors, toml.path)
+
+
+def parsed(found: Layered, parsers: Mapping[str, Any]
+           ) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """(values, setting -> source, errors): each raw setting through its parser, which
+    answers (value or None, problem or None); a problem is one line naming the source."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    errors = list(found.errors)
+    for name, (value, source) in found.raw.items():
+        value, problem = parsers[name](value)
+        if problem:
+            errors.append(f"{source}: {problem}")
+        if value is not None:
+            values[name], sources[name] = value, source
+    return values, sources, errors
+
+
+def layered_paths(env: Mapping[str, str], config_flag: str | None) -> list[str | None]:
+    """Every file `layered` reads (their `signature` says when to read them again)."""
+    from agentcoordd.daemon import envfiles
+
+    return [config_path(env, config_flag)[0], *envfiles.candidates(env)]
 
 
 def signature(paths: list[str | None]) -> tuple[Any, ...]:

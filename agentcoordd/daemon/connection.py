@@ -50,6 +50,8 @@ class Connection(asyncio.BufferedProtocol):
     """`receive_exactly`, `buffer`, `send` and `close`: what the server's session uses."""
 
     def __init__(self) -> None:
+        # (pid, uid) from the socket's credentials, set by the server once accepted
+        self.peer: tuple[int | None, int] | None = None
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._wanted = READ_AHEAD  # the buffer never holds more (reading pauses there)

@@ -4,6 +4,7 @@
   after a keep-alive lane's end event), before the reply: each event the
   backend did not take is appended (fsync'd) with the request's backend
   *descriptor* (`descriptors.persisted_backend`: kind, location, never a token).
+  An append that fails is the command's exit 2 (durable.StateDirError).
 * `run()` is the background task: every due entry is retried with its own
   exponential backoff (`Outbox.flush`); a create-only write that answers
   `already_exists` means an earlier try landed, so it counts as delivered.
@@ -28,6 +29,7 @@ import anyio.to_thread
 from agentcoordd.daemon import backends
 from agentcoordd.daemon.credentials import Credentials
 from agentcoordd.daemon.descriptors import needs_token, persisted_backend, resolve_persisted
+from agentcoordd.daemon.durable import state_dir_error
 from agentcoordd.daemon.outbox import Outbox, OutboxEntry, Waiting
 from agentcoordd.store.base import Conflict, Forbidden
 
@@ -106,9 +108,11 @@ class Delivery(Retrying):
     # ---- queueing ------------------------------------------------------------------
 
     async def queue(self, undelivered: list[tuple[str, dict[str, Any]]],
-                    resolved: backends.Resolved | None, warnings: list[str],
+                    resolved: backends.Resolved | None,
                     descriptor: dict[str, Any] | None = None) -> None:
-        """Append every undelivered event durably (shielded: a reply never races it)."""
+        """Append every undelivered event durably (shielded: a reply never races it).
+        Raises StateDirError when one could not be: the command must not answer exit 0
+        for an event that is neither in the backend nor on disk."""
         if not undelivered or (resolved is None and descriptor is None):
             return
         backend = descriptor if descriptor is not None else persisted_backend(resolved)  # type: ignore[arg-type]
@@ -116,20 +120,25 @@ class Delivery(Retrying):
             self.credentials.learn(resolved)
         items = list(undelivered)
         undelivered.clear()
+        lost: list[str] = []
+        failure: OSError | None = None
         with anyio.CancelScope(shield=True):
             for path, record in items:
                 try:
                     await anyio.to_thread.run_sync(self.outbox.append, path, record, backend)
-                except (OSError, ValueError) as exc:
-                    message = (f"event {path} could not be queued in the outbox "
-                               f"{self.outbox.path}: {getattr(exc, 'strerror', None) or exc}; it is lost")
-                    warnings.append(message)
+                except OSError as exc:
+                    lost.append(path)
+                    failure = exc
                     self._log("error", "outbox append failed", path=path, error=str(exc))
                     continue
                 self.queued += 1
                 self._log("info", "event queued in the outbox", path=path,
                           backend=backend.get("key"))
         self._wake.set()
+        if failure is not None:
+            more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+            raise state_dir_error(self.outbox.dir, f"event {lost[0]}{more} was not written to the "
+                                  "backend and could not be queued in the outbox", failure)
 
     # ---- delivering -----------------------------------------------------------------
 

@@ -20,15 +20,18 @@ from agentcoordd.daemon.handlers import (
     answers,
     audit,
     batch,
+    capacity,
     claim,
     claim_next,
     daemon,
     dashboard,
     doctor,
+    fence,
     feed,
     gc,
     health,
     heartbeat,
+    host_limits,
     lanes,
     outbox,
     overview,
@@ -36,7 +39,10 @@ from agentcoordd.daemon.handlers import (
     record_event,
     register_batch,
     release,
+    reservation,
     status,
+    takeover,
+    usage,
     waits,
 )
 from agentcoordd.daemon.services import Services
@@ -47,6 +53,8 @@ Handler = Callable[[Any, Services, Call], Awaitable[p.Response]]
 HANDLERS: dict[type, Handler] = {
     p.Claim: claim.handle,
     p.Release: release.handle,
+    p.Takeover: takeover.handle,
+    p.FenceCheck: fence.handle,
     p.Heartbeat: heartbeat.handle,
     p.RecordEvent: record_event.handle,
     p.RegisterBatch: register_batch.handle,
@@ -55,8 +63,12 @@ HANDLERS: dict[type, Handler] = {
     p.BatchAudit: audit.handle,
     p.Health: health.handle,
     p.Gc: gc.handle,
+    p.UsageRecord: usage.handle,
     p.BatchStop: batch.handle_stop,
     p.BatchStopped: batch.handle_stopped,
+    p.BatchBlock: batch.handle_block,
+    p.BatchUnblock: batch.handle_unblock,
+    p.BatchComplete: batch.handle_complete,
     p.WaitStopRequested: waits.handle_stop_requested,
     p.WaitUnblocked: waits.handle_unblocked,
     p.WaitAnswered: answers.handle_wait,
@@ -75,6 +87,16 @@ HANDLERS: dict[type, Handler] = {
     p.Ready: ready.handle,
     p.ClaimNext: claim_next.handle,
     p.WaitReady: waits.handle_ready,
+    p.CapacityProfileSet: capacity.handle_profile,
+    p.CapacityInboxSet: capacity.handle_inbox,
+    p.CapacityOccupancySet: capacity.handle_occupancy,
+    p.CapacityShow: capacity.handle_show,
+    p.Reserve: reservation.handle_reserve,
+    p.ReservationSettle: reservation.handle_settle,
+    p.ReservationShow: reservation.handle_show,
+    p.LimitReport: host_limits.handle_report,
+    p.LimitClear: host_limits.handle_clear,
+    p.LimitList: host_limits.handle_list,
 }
 # Requests that report progress frames while they run.
 WITH_PROGRESS = frozenset({p.Gc, p.Events})
@@ -90,8 +112,9 @@ def wants_progress(request: Any) -> bool:
     return type(request) in WITH_PROGRESS
 
 
-async def dispatch(request: Any, svc: Services, progress: Progress | None = None) -> p.Response:
-    call = Call(request, svc, progress)
+async def dispatch(request: Any, svc: Services, progress: Progress | None = None,
+                   peer: tuple[int | None, int] | None = None) -> p.Response:
+    call = Call(request, svc, progress, peer)
     handler = HANDLERS[type(request)]
     try:
         with anyio.fail_after(_budget(request.timeout)):
@@ -105,7 +128,7 @@ async def dispatch(request: Any, svc: Services, progress: Progress | None = None
     except TimeoutError:
         return p.Response(
             exit_code=p.EXIT_OPERATIONAL, notices=call.notices, warnings=call.warnings,
-            error=f"agentcoordd: command timed out after {request.timeout:g}s; coordination "
+            error=f"{p.CALL_TIMED_OUT} after {request.timeout:g}s; coordination "
             "state is UNKNOWN (the backend did not answer in time)",
         )
 

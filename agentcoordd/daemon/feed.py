@@ -14,8 +14,11 @@ Order and late arrivals: the backlog a follower starts with is in (at,
 ident) order after its cursor; after that, events are delivered in the order
 they reached the daemon. An event that arrives with a key at or below the
 follower's high-water mark (another machine's clock was behind) is still
-delivered, once, marked `late`; the cursor printed with it stays the
-high-water mark, so resuming from the last printed cursor repeats nothing.
+delivered, once; the cursor printed with it stays the high-water mark, so
+resuming from the last printed cursor repeats nothing. It is marked `late` only
+when its `at` is earlier than the high-water mark's: within one second (the
+resolution of `at`) the order of ids that are not time-sortable (lane_closed
+reservations, JSON Lines paths) says nothing about lateness.
 """
 
 from __future__ import annotations
@@ -167,11 +170,11 @@ class Follower:
         rows = []
         for event in sorted(fresh, key=cur.key):
             k = cur.key(event)
-            late = k <= self.high
-            if not late:
+            behind = k <= self.high
+            if not behind:
                 self.high = k
             if self.filters.shows(event):
-                rows.append(use.row(event, self.high, late))
+                rows.append(use.row(event, self.high, late=behind and k[0] < self.high[0]))
         return rows
 
 

@@ -15,10 +15,14 @@ How a lane lives (the request handlers call these, in their own order)
 * Release, a terminal heartbeat status, lane_closed, `lanes stop`, the
   watched process exiting, the idle timeout, a takeover (fenced) `end` it; the
   end is recorded as a `lane.keepalive_ended` event when the lane has a batch.
+* When the watched process exits, the claim the lane holds is released on the
+  agent's behalf (`release_mode: holder_exited`, coord.keepalive.release_exited)
+  unless the lane was registered with `--on-exit keep`; a backend that does not
+  answer is retried until it does, and the lane stays saved until then.
 * Live lanes are saved (atomically, 0600, no tokens) whenever they change and
-  resumed on start; lanes whose watched process is gone are dropped, with
-  the event. Tokens come back from the machine's configuration, or from the
-  first caller that brings one (`daemon.credentials`).
+  resumed on start; a lane whose watched process is gone ends at once (and its
+  claim is released, as above). Tokens come back from the machine's
+  configuration, or from the first caller that brings one (`daemon.credentials`).
 """
 
 from __future__ import annotations
@@ -33,14 +37,17 @@ import anyio.abc
 import anyio.to_thread
 
 from agentcoordd import protocol as p
-from agentcoordd.coord.context import Clock, Ctx
+from agentcoordd.coord.batches import lane_for_target
+from agentcoordd.coord.context import Clock, Ctx, LeasePolicy
 from agentcoordd.coord.events import emit
+from agentcoordd.coord.lease import bounded_ttl
 from agentcoordd.coord.keepalive import (
     Fence,
     LaneEnded,
     Renewal,
     RenewSingly,
     check_fence,
+    release_exited,
     renew,
     renew_batched,
     renew_blocking,
@@ -49,6 +56,7 @@ from agentcoordd.daemon import backends, sdnotify
 from agentcoordd.daemon.clock import boottime
 from agentcoordd.daemon.credentials import Credentials
 from agentcoordd.daemon.delivery import Delivery
+from agentcoordd.daemon.durable import Saves, StateDirError
 from agentcoordd.daemon.notify import Notifier
 from agentcoordd.daemon.descriptors import descriptor_key, needs_token, persisted_backend, resolve_persisted
 from agentcoordd.daemon.lanes import (
@@ -62,7 +70,9 @@ from agentcoordd.daemon.lanes import (
 from agentcoordd.daemon.metrics import Metrics
 from agentcoordd.daemon.renewal import DEFAULT_IDLE_TIMEOUT, Lane, RenewalLoop, Schedule
 from agentcoordd.model import ids
+from agentcoordd.model.backoff import RELEASE_RETRY
 from agentcoordd.model.errors import UsageError
+from agentcoordd.model.identity import resolve_identity
 from agentcoordd.model.timefmt import format_ts
 from agentcoordd.store.base import BatchOps, BlockingStore
 
@@ -80,6 +90,10 @@ KEEP_ENDED = 3600.0  # ended lanes stay listed (and fenced ones keep warning) th
 WATCH_INTERVAL = 0.5  # how often watched pids are checked (kill -> end within ~1 s)
 LAG_SAMPLES = 200_000
 BATCH_WINDOW = 0.1  # renew what is due in batches: at most this late, far fewer wakes and fsyncs
+# A lane watching a process has no idle timeout unless one is given: the process says
+# whether the agent lives (a long tool call touches nothing for hours).
+NO_IDLE_TIMEOUT = 100 * 365 * 86400.0
+ON_EXIT = ("release", "keep")
 
 REASON_TEXT = {
     "released": "the claim was released",
@@ -114,23 +128,24 @@ def lane_ttl(keep_alive: p.KeepAlive, *, claim: bool, heartbeat_ttl: int | None 
     return heartbeat_ttl or DEFAULT_HEARTBEAT_TTL
 
 
-def check_flags(keep_alive: p.KeepAlive | None, ttl: int) -> None:
+def check_flags(keep_alive: p.KeepAlive | None, ttl: int, policy: LeasePolicy) -> None:
     """Refuse bad keep-alive flags before anything is written."""
     if keep_alive is None:
         return
+    if keep_alive.heartbeat_ttl is not None:
+        bounded_ttl(keep_alive.heartbeat_ttl, ttl, policy, flag="--heartbeat-ttl")
     for name, value in (("--renew-every", keep_alive.renew_every),
                         ("--idle-timeout", keep_alive.idle_timeout)):
         if value is not None and not (value > 0):
             raise UsageError(f"{name} must be a positive number of seconds: {value:g}")
-    if keep_alive.heartbeat_ttl is not None and keep_alive.heartbeat_ttl <= 0:
-        raise UsageError(
-            f"--heartbeat-ttl must be a positive number of seconds: {keep_alive.heartbeat_ttl}")
     if keep_alive.renew_every is not None and keep_alive.renew_every >= ttl:
         raise UsageError(f"--renew-every ({keep_alive.renew_every:g}s) must be shorter than the "
                          f"heartbeat TTL ({ttl}s)")
     watch = keep_alive.watch_pid
     if watch is not None and (watch <= 1 or not pid_alive(watch)):
         raise UsageError(f"--watch-pid {watch}: no such running process")
+    if keep_alive.on_exit is not None and keep_alive.on_exit not in ON_EXIT:
+        raise UsageError(f"--on-exit must be release or keep: {keep_alive.on_exit}")
 
 
 class LaneKeeper:
@@ -160,8 +175,9 @@ class LaneKeeper:
         )
         self._pid_starts: dict[int, int | None] = {}
         self._tg: anyio.abc.TaskGroup | None = None
-        self._dirty = False
-        self._save_wake = anyio.Event()
+        self.saves = Saves(self._live_specs, self.registry.save, directory=state_dir,
+                           what="keep-alive lanes file", interval=SAVE_INTERVAL,
+                           cost_factor=SAVE_COST_FACTOR, log=log)
         self._last_watchdog = 0.0
         self._last_status = 0.0
         self._last_status_text = ""
@@ -177,7 +193,7 @@ class LaneKeeper:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 await self._resume()
-                tg.start_soon(self._saver)
+                tg.start_soon(self.saves.run)
                 while True:
                     try:
                         await self.loop.run()
@@ -191,64 +207,38 @@ class LaneKeeper:
 
     def close(self) -> None:
         """Final save at shutdown (after in-flight requests drained)."""
-        if self._dirty:
-            self._save_now()
+        self.saves.save_now()
 
     def _mark_dirty(self) -> None:
-        self._dirty = True
-        self._save_wake.set()
+        self.saves.changed()
 
     def _live_specs(self) -> list[LaneSpec]:
+        """What the lanes file keeps: live lanes, and lanes whose claim is still to be released."""
         return [spec for key, spec in self.specs.items()
-                if (lane := self.schedule.lanes.get(key)) is not None and lane.live]
-
-    def _save_now(self) -> None:
-        self._dirty = False
-        try:
-            self.registry.save(self._live_specs())
-        except (OSError, ValueError) as exc:
-            self._dirty = True
-            self._log("warning", "lanes file not saved", error=str(exc))
-
-    async def _saver(self) -> None:
-        while True:
-            await self._save_wake.wait()
-            self._save_wake = anyio.Event()
-            if not self._dirty:
-                continue
-            self._dirty = False
-            started = time.monotonic()
-            specs = self._live_specs()
-            try:
-                await anyio.to_thread.run_sync(self.registry.save, specs)
-            except (OSError, ValueError) as exc:
-                self._dirty = True
-                self._log("warning", "lanes file not saved", error=str(exc))
-            await anyio.sleep(max(SAVE_INTERVAL, SAVE_COST_FACTOR * (time.monotonic() - started)))
+                if spec.release_pending
+                or ((lane := self.schedule.lanes.get(key)) is not None and lane.live)]
 
     async def _resume(self) -> None:
         specs, warning = self.registry.load()
         if warning:
             self.load_warning = warning
             self._log("warning", "lanes file set aside", reason=warning)
-        dropped = 0
+        gone = []
         for spec in specs:
-            if spec.watch_pid and not pid_alive(spec.watch_pid, spec.watch_pid_start):
-                dropped += 1
-                self._log("info", "lane dropped at resume", agent_id=spec.agent_id,
-                          reason="watched_process_exited", watch_pid=spec.watch_pid)
-                if spec.batch_id and self._tg is not None:
-                    resolved = resolve_persisted(spec.backend)
-                    self._tg.start_soon(self._end_event, spec, resolved, "watched_process_exited",
-                                        None, "watched process exited while agentcoordd was down")
-                continue
             idle_for = max(0.0, time.time() - (spec.touched_wall or time.time()))
             self._add(spec, resolve_persisted(spec.backend), due_now=True,
                       touched=boottime() - idle_for)
+            if spec.release_pending or (spec.watch_pid and not pid_alive(spec.watch_pid,
+                                                                         spec.watch_pid_start)):
+                gone.append(spec)
+        for spec in gone:  # ended now: the event, and the claim released on the agent's behalf
+            self._log("info", "lane ended at resume", agent_id=spec.agent_id,
+                      reason="watched_process_exited", watch_pid=spec.watch_pid)
+            lane = self.schedule.lanes[spec.key]
+            lane.info["end_message"] = "watched process exited while agentcoordd was down"
+            await self._end(spec.key, "watched_process_exited")
         if specs:
-            self._log("info", "lanes resumed", resumed=len(specs) - dropped, dropped=dropped)
-        if dropped:
-            self._mark_dirty()
+            self._log("info", "lanes resumed", resumed=len(specs) - len(gone), ended=len(gone))
 
     # ---- the loop's callbacks -----------------------------------------------------
 
@@ -380,10 +370,51 @@ class LaneKeeper:
         if spec.batch_id and self._tg is not None:
             self._tg.start_soon(self._end_event, spec, self.resolved.get(lane.key),
                                 lane.end_reason or "ended", lane.info.get("new_holder"),
-                                lane.info.get("end_message"))
+                                lane.info.get("end_message"), lane.info.get("forced_by"))
+        if (lane.end_reason == "watched_process_exited" and spec.fence is not None
+                and spec.on_exit == "release" and self._tg is not None):
+            spec.release_pending = True  # saved with the lane until the release is done
+            lane.info["claim"] = "releasing"
+            self._tg.start_soon(self._release_exited, lane.key, spec)
+
+    async def _release_exited(self, key: str, spec: LaneSpec) -> None:
+        """Release the claim of a lane whose watched process exited, retrying while the
+        backend does not answer; a lane registered again meanwhile (the same agent id)
+        takes over and this stops."""
+        assert spec.fence is not None
+        detail = f"released by agentcoordd: the holder's watched process {spec.watch_pid} exited"
+        attempt = 0
+        while self.specs.get(key) is spec and spec.release_pending:
+            resolved = self._selection(key)
+            ctx = Ctx(store=self.pool.get(resolved), clock=self.clock,
+                      identity=resolve_identity({}, fallback_machine=resolved.machine_id))
+            try:
+                record = await release_exited(ctx, spec.fence, lane=spec.lane,
+                                              batch_id=spec.batch_id, detail=detail)
+            except Exception as exc:  # noqa: BLE001 - the backend's answer is unknown: try again
+                attempt += 1
+                self._log("warning", "claim release after exit failed; retrying",
+                          agent_id=spec.agent_id, error=str(exc), attempt=attempt)
+                await anyio.sleep(RELEASE_RETRY.delay(attempt))
+                continue
+            finally:
+                if self.notifier is not None:  # the holder_exited notification, and the outbox
+                    await self.notifier.notice(ctx.written + ctx.undelivered)
+                if ctx.undelivered:
+                    await self.outbox.queue(ctx.undelivered, resolved, ctx.warnings,
+                                            descriptor=spec.backend)
+            spec.release_pending = False
+            lane = self.schedule.lanes.get(key)
+            if lane is not None:
+                lane.info["claim"] = "released" if record is not None else "moved on"
+            self._log("info", "claim released after exit" if record is not None else
+                      "claim had moved on before the exit release", agent_id=spec.agent_id,
+                      repo=spec.fence.repo, target=spec.fence.target)
+            self._mark_dirty()
 
     async def _end_event(self, spec: LaneSpec, resolved: backends.Resolved | None, reason: str,
-                         new_holder: str | None, detail: str | None) -> None:
+                         new_holder: str | None, detail: str | None,
+                         forced_by: dict[str, Any] | None = None) -> None:
         if resolved is None or not spec.batch_id:
             return
         message = f"keep-alive renewal ended: {REASON_TEXT.get(reason, reason)}"
@@ -394,19 +425,28 @@ class LaneKeeper:
             fields["repo"] = spec.repo
         if spec.target:
             fields["target"] = spec.target
+        if forced_by:
+            fields["forced_by"] = forced_by
         ctx: Ctx | None = None
         try:
             ctx = Ctx(store=self.pool.get(resolved), clock=self.clock)
+            # the lane: as registered, else the one lane of the batch listing the target
+            lane = spec.lane or (await lane_for_target(ctx, spec.batch_id, spec.target)
+                                 if spec.target else None)
+            if lane:
+                fields["lane"] = lane
             await emit(ctx, spec.batch_id, EVENT_TYPE, fields)
         except Exception as exc:  # noqa: BLE001 - an event is best effort; log it
             self._log("warning", "lane end event not recorded", agent_id=spec.agent_id, error=str(exc))
             return
         finally:  # an undeliverable end event goes to the durable outbox
-            if ctx is not None and self.notifier is not None:
-                await self.notifier.notice(ctx.written + ctx.undelivered)
-            if ctx is not None and ctx.undelivered:
-                await self.outbox.queue(ctx.undelivered, resolved, ctx.warnings,
-                                        descriptor=spec.backend)
+            try:
+                if ctx is not None and self.notifier is not None:
+                    await self.notifier.notice(ctx.written + ctx.undelivered)
+                if ctx is not None and ctx.undelivered:
+                    await self.outbox.queue(ctx.undelivered, resolved, descriptor=spec.backend)
+            except StateDirError as exc:  # nobody waits for this reply: the log says it
+                self._log("error", "lane end event lost", agent_id=spec.agent_id, error=exc.message)
         for warning in ctx.warnings:
             self._log("warning", "lane end event", agent_id=spec.agent_id, detail=warning)
 
@@ -429,9 +469,10 @@ class LaneKeeper:
         cutoff = time.time() - KEEP_ENDED
         for key, at in list(self.ended_at.items()):
             lane = self.schedule.lanes.get(key)
+            spec = self.specs.get(key)
             if lane is not None and lane.live:
                 self.ended_at.pop(key, None)
-            elif at < cutoff:
+            elif at < cutoff and not (spec is not None and spec.release_pending):
                 self._forget(key)
 
     def _forget(self, key: str) -> None:
@@ -535,17 +576,24 @@ class LaneKeeper:
             return Fence.of(current.data)
         return holder if isinstance(holder, str) and holder else None
 
-    def register(self, request: p.Claim | p.Heartbeat, resolved: backends.Resolved, *,
-                 ttl: int, repo: str | None, target: str | None, batch_id: str | None,
-                 fence: Fence | None, warnings: list[str], notices: list[str]) -> dict[str, Any]:
-        """Renew this agent's heartbeat from now on; the lane as `lanes` shows it."""
+    async def register(self, request: p.Claim | p.Heartbeat, resolved: backends.Resolved, *,
+                       ttl: int, repo: str | None, target: str | None, batch_id: str | None,
+                       fence: Fence | None, warnings: list[str], notices: list[str],
+                       lane: str | None = None) -> dict[str, Any]:
+        """Renew this agent's heartbeat from now on; the lane as `lanes` shows it. Returns
+        once the registration is in the lanes file (StateDirError when it cannot be: the
+        lane renews meanwhile, but would not survive a restart)."""
         spec = self._spec(request, resolved, ttl=ttl, repo=repo, target=target,
-                          batch_id=batch_id, fence=fence, warnings=warnings)
+                          batch_id=batch_id, fence=fence, lane=lane, warnings=warnings)
         self._add(spec, resolved, due_now=False, touched=boottime())
         self._mark_dirty()
+        await self.saves.durable()
         self._log("info", "lane registered", agent_id=spec.agent_id, ttl=spec.ttl,
                   renew_every=spec.renew_every, watch_pid=spec.watch_pid, fenced_by=bool(spec.fence))
         watching = f"watching pid {spec.watch_pid}" if spec.watch_pid else "no watched process"
+        if spec.watch_pid and spec.fence is not None:
+            watching += (" (its exit releases the claim)" if spec.on_exit == "release"
+                         else " (its exit keeps the claim: --on-exit keep)")
         idle = (f"idle timeout {spec.idle_timeout:.0f}s" if spec.idle_timeout < 30 * 86400
                 else "no idle timeout")
         notices.append(
@@ -555,11 +603,10 @@ class LaneKeeper:
 
     def _spec(self, request: p.Claim | p.Heartbeat, resolved: backends.Resolved, *, ttl: int,
               repo: str | None, target: str | None, batch_id: str | None, fence: Fence | None,
-              warnings: list[str]) -> LaneSpec:
+              lane: str | None, warnings: list[str]) -> LaneSpec:
         ka = request.keep_alive
         assert ka is not None
         watch = ka.watch_pid
-        idle = ka.idle_timeout or DEFAULT_IDLE_TIMEOUT
         if ka.watch_auto:
             hosts = tuple(h.strip() for h in request.caller.env.get(HOSTS_VAR, "").split(",") if h.strip())
             hosts = hosts or DEFAULT_AGENT_HOSTS
@@ -568,13 +615,18 @@ class LaneKeeper:
                 warnings.append(
                     f"--watch-pid auto: no agent host process ({', '.join(hosts)}) among the "
                     f"ancestors of pid {request.caller.pid}; the lane relies on its idle timeout "
-                    f"({idle:g}s). Set {HOSTS_VAR} or pass --watch-pid PID")
+                    f"({ka.idle_timeout or DEFAULT_IDLE_TIMEOUT:g}s). Set {HOSTS_VAR} or pass "
+                    "--watch-pid PID")
+        idle = ka.idle_timeout or (NO_IDLE_TIMEOUT if watch else DEFAULT_IDLE_TIMEOUT)
+        registrant = resolve_identity(request.caller.env, fallback_machine=resolved.machine_id)
         return LaneSpec(
             agent_id=request.agent_id, ttl=ttl, renew_every=ka.renew_every or ttl / 3.0,
             idle_timeout=idle, backend=persisted_backend(resolved), repo=repo, target=target,
             batch_id=batch_id, fence=fence, watch_pid=watch,
             watch_pid_start=process_start_time(watch) if watch else None,
             registered_at=format_ts(self.clock.now()), touched_wall=time.time(),
+            lane=lane, on_exit=ka.on_exit or "release",
+            machine_id=registrant.machine_id, session_id=registrant.session_id,
         )
 
     def _add(self, spec: LaneSpec, resolved: backends.Resolved, *, due_now: bool, touched: float) -> None:
@@ -595,7 +647,10 @@ class LaneKeeper:
         self.schedule.add(lane, boottime(), due_now=due_now)
         self.loop.wake()
 
-    async def stop(self, agent_id: str) -> list[dict[str, Any]]:
+    async def stop(self, agent_id: str,
+                   forced_by: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """End the agent's lanes; `forced_by` (lane key -> who and why) is recorded in the
+        end event of each lane stopped for another machine or session (coord.trust)."""
         keys = [key for key, spec in self.specs.items() if spec.agent_id == agent_id]
         if not keys:
             raise UsageError(f"no keep-alive lane for agent {agent_id}")
@@ -603,10 +658,13 @@ class LaneKeeper:
         for key in keys:
             lane = self.schedule.lanes.get(key)
             was = lane.state if lane is not None else "unknown"
+            if lane is not None and forced_by and key in forced_by:
+                lane.info["forced_by"] = forced_by[key]
             await self._end(key, "stopped")
             out.append({**self.describe(key), "previous_state": was})
             self._forget(key)
         self._mark_dirty()
+        await self.saves.durable()  # a stopped lane must not come back at the next start
         return out
 
     def backend_of(self, agent_id: str, backend_key: str | None) -> backends.Resolved | None:
@@ -655,7 +713,7 @@ class LaneKeeper:
             "batch_id": spec.batch_id, "backend": spec.backend.get("key"),
             "ttl": spec.ttl, "renew_every": spec.renew_every, "idle_timeout": spec.idle_timeout,
             "watch_pid": spec.watch_pid, "fenced_claim": spec.fence is not None,
-            "registered_at": spec.registered_at,
+            "registered_at": spec.registered_at, "lane": spec.lane, "on_exit": spec.on_exit,
         }
         if lane is not None:
             row.update(
@@ -667,6 +725,7 @@ class LaneKeeper:
                 lag=round(lane.info["lag"], 4) if "lag" in lane.info else None,
                 idle_for=round(now - lane.touched, 3),
                 ended_at=_iso(self.ended_at.get(key)),
+                claim=lane.info.get("claim"),  # after an exit: releasing, released, moved on
             )
         return row
 

@@ -36,6 +36,16 @@ class LaneSpec(msgspec.Struct, omit_defaults=True):
     registered_at: str | None = None
     # persisted "last touched" as wall time: the boot-time clock restarts on reboot
     touched_wall: float | None = None
+    lane: str | None = None  # the batch lane its claim is (claim --next; else looked up when needed)
+    # When the watched process exits: "release" its claim on its behalf, or "keep" it
+    # (the claim then waits out its heartbeat, as before agentcoord released).
+    on_exit: str = "release"
+    # The process exited and the claim is not released yet: kept in the file until it is,
+    # so a restart finishes the release.
+    release_pending: bool = False
+    # who registered it (coord.trust: stopping another's lane needs --force)
+    machine_id: str | None = None
+    session_id: str | None = None
 
     @property
     def key(self) -> str:

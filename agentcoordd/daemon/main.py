@@ -3,7 +3,8 @@
     agentcoordd [--socket PATH] [--state-dir DIR] [--foreground] [--log-level LEVEL]
                 [--config PATH]
                 [--max-connections N] [--max-hello-bytes N] [--hello-timeout SECONDS]
-                [--max-buffered-bytes N] [--metrics-port PORT] [--no-metrics]
+                [--max-buffered-bytes N] [--metrics-port PORT] [--metrics-open]
+                [--no-metrics]
 
 Without --foreground the daemon detaches (new session, stdio to /dev/null,
 log appended to STATE_DIR/agentcoordd.log) once its socket is listening.
@@ -12,8 +13,10 @@ systemd and launchd run it with --foreground; systemd socket activation
 
 --metrics-port (or AGENT_COORD_METRICS_PORT in the daemon's environment or the
 machine's env file) serves the loopback dashboard server, and with it /metrics,
-on 127.0.0.1:PORT from the start; --no-metrics (AGENT_COORD_METRICS=0) records
-none (docs/metrics.md).
+on 127.0.0.1:PORT from the start, for the daemon's user only (its token);
+--metrics-open (AGENT_COORD_METRICS_OPEN=1) makes that port serve /metrics
+alone, to any local user; --no-metrics (AGENT_COORD_METRICS=0) records none
+(docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from agentcoordd import protocol as p
 LOG_NAME = "agentcoordd.log"
 METRICS_PORT_VAR = "AGENT_COORD_METRICS_PORT"
 METRICS_VAR = "AGENT_COORD_METRICS"
+METRICS_OPEN_VAR = "AGENT_COORD_METRICS_OPEN"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,6 +66,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          help="serve /metrics (and the dashboard) on 127.0.0.1:PORT from the start "
                          f"(default: {METRICS_PORT_VAR} from the environment or the env file, else "
                          "only once `agentcoordctl dashboard` starts the server)")
+    metrics.add_argument("--metrics-open", action="store_true",
+                         help="make --metrics-port a listener of its own that serves /metrics "
+                         "only, to any local user, without the dashboard token (also "
+                         f"${METRICS_OPEN_VAR}=1); the dashboard then gets its own port")
     metrics.add_argument("--no-metrics", action="store_true",
                          help=f"record no metrics (also ${METRICS_VAR}=0); /metrics answers 404")
     parser.add_argument("--version", action="version", version=f"agentcoordd {p.DAEMON_VERSION}")
@@ -86,8 +94,8 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _metrics_settings(args: argparse.Namespace, env: Any) -> tuple[bool, int | None]:
-    """(record metrics?, port to serve from the start). Flags win; then the daemon's
+def _metrics_settings(args: argparse.Namespace, env: Any) -> tuple[bool, int | None, bool]:
+    """(record metrics?, port to serve from the start, open to any local user?). Flags win; then the daemon's
     environment; then the machine's consumer env file (~/.config/agent-coord/env), so
     one line there reaches a service and an autostarted daemon alike."""
     from agentcoordd.daemon import envfiles
@@ -99,9 +107,12 @@ def _metrics_settings(args: argparse.Namespace, env: Any) -> tuple[bool, int | N
         return next(((where, values[name].strip()) for where, values in sources
                      if values.get(name, "").strip()), None)
 
-    switch = setting(METRICS_VAR)
-    enabled = not args.no_metrics and (switch is None or switch[1].lower() not in (
-        "0", "false", "no", "off"))
+    def on(name: str, default: bool) -> bool:
+        found = setting(name)
+        return default if found is None else found[1].lower() not in ("0", "false", "no", "off")
+
+    enabled = not args.no_metrics and on(METRICS_VAR, True)
+    open_ = args.metrics_open or on(METRICS_OPEN_VAR, False)
     port = args.metrics_port
     found = setting(METRICS_PORT_VAR) if port is None else None
     if found is not None:
@@ -109,7 +120,7 @@ def _metrics_settings(args: argparse.Namespace, env: Any) -> tuple[bool, int | N
             port = _port(found[1])
         except argparse.ArgumentTypeError as exc:
             raise SystemExit(f"agentcoordd: {METRICS_PORT_VAR} ({found[0]}): {exc}") from None
-    return enabled, port
+    return enabled, port, open_
 
 
 def _limits(args: argparse.Namespace) -> Any:
@@ -183,7 +194,7 @@ def _detach(log_path: str) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = os.environ
-    metrics, metrics_port = _metrics_settings(args, env)
+    metrics, metrics_port, metrics_open = _metrics_settings(args, env)
     socket_path = os.path.abspath(args.socket or p.default_socket_path(env))
     state_dir = os.path.abspath(args.state_dir or p.default_state_dir(env))
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
@@ -202,13 +213,14 @@ def main(argv: list[str] | None = None) -> int:
     daemon_logging.configure(args.log_level)
     log = daemon_logging.get_logger()
     limits = _limits(args)
+    from agentcoordd.daemon.dashboard_slots import MAX_CONNECTIONS as HTTP_CONNECTIONS
     from agentcoordd.store.commit import FDS_HELD
 
-    # + stores, log, lock files, threads; and the temp and lock files held by a write
-    # round and a renewal batch at once (store/commit.py).
-    _raise_fd_limit(limits.max_connections + 256 + 2 * FDS_HELD)
+    # + stores, log, lock files, threads; the temp and lock files held by a write
+    # round and a renewal batch at once (store/commit.py); the loopback HTTP server.
+    _raise_fd_limit(limits.max_connections + 256 + 2 * FDS_HELD + 2 * HTTP_CONNECTIONS)
     daemon = Daemon(socket_path, state_dir, log=log, limits=limits, metrics=metrics,
-                    http_port=metrics_port, config=args.config)
+                    http_port=metrics_port, config=args.config, metrics_open=metrics_open)
     ready_fd = os.environ.pop("_AGENTCOORDD_READY_FD", None)
 
     def ready() -> None:

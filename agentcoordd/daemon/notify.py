@@ -10,7 +10,9 @@ signal are sent to a webhook and/or a command (docs/notifications.md).
   event and each configured target, one entry is appended (fsync) to
   `<state-dir>/notifications.jsonl` — the same durable Outbox as events, with
   its own capped exponential backoff — unless that (target, event) is already
-  queued or delivered. It never raises: a problem is a warning in the log.
+  queued or delivered. A state dir that cannot take it (full, read-only) is the
+  command's exit 2 (durable.StateDirError); any other problem is a warning in
+  the log.
 * Delivery (`Retrying.run`): webhook = POST of JSON {signal, event_id,
   batch_id, path, event} with `X-Agentcoord-Event-Id`; 2xx = delivered.
   Command = argv (shlex, no shell) with the same JSON on stdin; exit 0 =
@@ -41,18 +43,20 @@ import anyio.to_thread
 
 from agentcoordd import protocol as p
 from agentcoordd.daemon import config as config_file
-from agentcoordd.daemon import envfiles
 from agentcoordd.daemon.delivery import Retrying
+from agentcoordd.daemon.durable import state_dir_error
 from agentcoordd.daemon.outbox import Outbox, OutboxEntry
 from agentcoordd.model.backoff import Backoff
 from agentcoordd.model.typed_events import TYPED_EVENTS
 from agentcoordd.store.files import locked_file, replace_private, write_all
 
 DEFAULT_SIGNALS = ("help_requested", "escalation_requested", "error:P0", "error:P1",
-                   "human_intervention", "batch.stop_requested", "lane_closed:abandoned")
+                   "human_intervention", "batch.stop_requested", "batch.blocked", "lane_closed:abandoned",
+                   "claim.released:holder_exited")
 # `TYPE:VALUE` compares VALUE with this field of the event (any other type: `status`).
 QUALIFIERS = {"error": "severity", "lane_closed": "terminal", "help_requested": "reason",
-              "human_intervention": "kind", "lane.keepalive_ended": "reason"}
+              "human_intervention": "kind", "lane.keepalive_ended": "reason",
+              "claim.released": "release_mode"}
 LANE_TERMINALS = ("done", "abandoned", "superseded")
 ENV_NAMES = {"webhook": "AGENT_COORD_NOTIFY_WEBHOOK", "command": "AGENT_COORD_NOTIFY_COMMAND",
              "signals": "AGENT_COORD_NOTIFY_SIGNALS", "timeout": "AGENT_COORD_NOTIFY_TIMEOUT",
@@ -118,40 +122,10 @@ def redact_command(argv: tuple[str, ...]) -> str:
 
 def load_settings(env: Mapping[str, str], config_flag: str | None = None) -> Settings:
     """The notification settings of a daemon with this environment (and --config)."""
-    files = [f for f in envfiles.existing(env) if f.error is None]
-    toml = config_file.load(env, config_flag)
-    errors: list[str] = []
-    if toml.error:
-        errors.append(f"config file {toml.path}: {toml.error} (ignored)")
-    table = toml.table.get("notifications", {})
-    if not isinstance(table, dict):
-        errors.append(f"config file {toml.path}: [notifications] is not a table (ignored)")
-        table = {}
-    unknown = sorted(set(table) - set(TOML_NAMES.values()))
-    if unknown:
-        errors.append(f"config file {toml.path}: unknown setting notifications.{unknown[0]} (ignored)")
-
-    raw: dict[str, tuple[Any, str]] = {}
-    for name, variable in ENV_NAMES.items():
-        if env.get(variable, "").strip():
-            raw[name] = (env[variable], f"{variable} (environment)")
-            continue
-        found = next((f for f in files if f.get(variable)), None)
-        if found is not None:
-            raw[name] = (found.values[variable], f"{variable} (env file {found.path})")
-        elif TOML_NAMES[name] in table:
-            raw[name] = (table[TOML_NAMES[name]], f"notifications.{TOML_NAMES[name]} "
-                                                  f"(config file {toml.path})")
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for name, (value, source) in raw.items():
-        parsed, problem = PARSERS[name](value)
-        if problem:
-            errors.append(f"{source}: {problem}")
-        if parsed is not None:
-            values[name], sources[name] = parsed, source
+    found = config_file.layered(env, config_flag, "notifications", ENV_NAMES, TOML_NAMES)
+    values, sources, errors = config_file.parsed(found, PARSERS)
     return Settings(**values, sources=sources, errors=tuple(errors),
-                    config_path=toml.path)
+                    config_path=found.config_path)
 
 
 def _webhook(value: Any) -> tuple[str | None, str | None]:
@@ -327,9 +301,7 @@ class Notifier(Retrying):
                        cap=self.settings.backoff_cap)
 
     def _current_signature(self) -> tuple[Any, ...]:
-        paths = [config_file.config_path(self.env, self.config_flag)[0],
-                 *envfiles.candidates(self.env)]
-        return config_file.signature(paths)
+        return config_file.signature(config_file.layered_paths(self.env, self.config_flag))
 
     def _report(self) -> None:
         s = self.settings
@@ -360,7 +332,9 @@ class Notifier(Retrying):
     # ---- queueing ---------------------------------------------------------------------
 
     async def notice(self, events: list[tuple[str, dict[str, Any]]]) -> None:
-        """Queue a notification for every matching event (fsync'd); never raises."""
+        """Queue a notification for every matching event (fsync'd). Raises StateDirError
+        when the state dir cannot take one (the command is then exit 2: its exit 0
+        would promise a notification that is nowhere); any other problem is logged."""
         if not events:
             return
         try:
@@ -377,7 +351,11 @@ class Notifier(Retrying):
             if queued:
                 self.queued += queued
                 self.wake()
-        except Exception as exc:  # noqa: BLE001 - never fail (or slow) the write that caused it
+        except OSError as exc:
+            self._log("error", "notification not queued", error=repr(exc))
+            raise state_dir_error(self.outbox.dir, f"the notification of {events[0][0]} could not "
+                                  "be queued", exc) from None
+        except Exception as exc:  # noqa: BLE001 - a bug here never fails the write that caused it
             self._log("warning", "notification not queued", error=repr(exc))
 
     def _append(self, matched: list[tuple[str, dict[str, Any], str]],

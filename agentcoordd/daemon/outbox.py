@@ -1,7 +1,8 @@
 """The durable event outbox: events the backend could not take, retried until delivered.
 
 One JSON object per line in `<state-dir>/outbox.jsonl`, appended with fsync
-before the command that produced the event answers. Each line carries the
+before the command that produced the event answers (an append that fails —
+a full disk — is cut back off and raised: that command is exit 2). Each line carries the
 event's final path and record (create-only writes make a retry idempotent:
 `already_exists` means delivered) and the backend *selection* it belongs to —
 never a token. A line that does not parse is moved to `outbox.quarantine`
@@ -71,11 +72,16 @@ class Outbox:
         with self._locked():
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                # A torn last line (crash or full disk mid-append) must not swallow this one.
+                # A torn last line (crash mid-append) must not swallow this one.
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     line = b"\n" + line
-                write_all(fd, line)
+                try:
+                    write_all(fd, line)
+                except OSError:  # a full disk: leave no torn line behind
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, size)
+                    raise
             finally:
                 os.close(fd)
         return entry

@@ -48,6 +48,8 @@ import anyio.abc
 import msgspec
 
 from agentcoordd import protocol as p
+from agentcoordd.daemon import dashboard_auth
+from agentcoordd.daemon.backends import implicit_root
 from agentcoordd.daemon.call import ProgressChannel
 from agentcoordd.daemon.connection import Connection
 from agentcoordd.daemon.dispatch import dispatch, wants_progress
@@ -136,7 +138,8 @@ def _connects(path: str) -> bool:
 class Daemon:
     def __init__(self, socket_path: str, state_dir: str, *, log: Any = None,
                  limits: Limits | None = None, metrics: bool = True,
-                 http_port: int | None = None, config: str | None = None) -> None:
+                 http_port: int | None = None, config: str | None = None,
+                 metrics_open: bool = False) -> None:
         self.socket_path = os.path.abspath(socket_path)
         self.state_dir = os.path.abspath(state_dir)
         self.lock_path = self.socket_path + ".lock"
@@ -154,12 +157,14 @@ class Daemon:
         self.buffered = ByteBudget(self.limits.buffered_bytes)
         self._lock_fd: int | None = None
         self._state_lock_fd: int | None = None
+        self._registration: str | None = None  # our entry in the user's daemon list
         self._sock: socket.socket | None = None
         self._inode: tuple[int, int] | None = None
         self._stop: anyio.Event | None = None
         self._stop_reason = ""
         self.svc = Services.build(self, self.state_dir, self.log, metrics=metrics,
-                                  http_port=http_port, config=config)
+                                  http_port=http_port, config=config, metrics_open=metrics_open,
+                                  dashboard_token=dashboard_auth.token_path(self.socket_path))
 
     # ---- binding -----------------------------------------------------------------
 
@@ -175,6 +180,7 @@ class Daemon:
         os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
         self._lock_state_dir()
         self._lock()
+        self._register()
         swept = sweep_stale_temps(self.state_dir)
         if swept:
             self.log.info("stale temp files removed", state_dir=self.state_dir, removed=swept)
@@ -198,6 +204,22 @@ class Daemon:
         os.ftruncate(fd, 0)
         os.write(fd, msgspec.json.encode({"pid": os.getpid(), "socket": self.socket_path}) + b"\n")
         self._state_lock_fd = fd
+
+    def _register(self) -> None:
+        """Enter this daemon in the user's list (protocol.user_daemons_dir), for clients
+        whose environment would resolve another socket (ctl's one-daemon-per-user check)."""
+        directory = p.user_daemons_dir(os.environ)
+        entry = {"pid": os.getpid(), "socket": self.socket_path, "state_dir": self.state_dir,
+                 "state_root": implicit_root(os.environ)}
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            path = os.path.join(directory, f"{os.getpid()}.json")
+            with open(path + ".tmp", "wb") as fh:
+                fh.write(msgspec.json.encode(entry) + b"\n")
+            os.replace(path + ".tmp", path)
+            self._registration = path
+        except OSError as exc:  # the check is advice; serving does not depend on it
+            self.log.warning("daemon list entry not written", directory=directory, error=str(exc))
 
     def _lock(self) -> None:
         fd = _try_lock(self.lock_path)
@@ -245,6 +267,10 @@ class Daemon:
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()
+        if self._registration is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._registration)
+            self._registration = None
         for name in ("_lock_fd", "_state_lock_fd"):
             fd = getattr(self, name)
             if fd is not None:
@@ -351,6 +377,7 @@ class Daemon:
             pid, uid, _gid = peer_credentials(raw)
             log = self.log.bind(peer_pid=pid, peer_uid=uid)
             connection = await Connection.attach(raw)
+            connection.peer = (pid, uid)
             if uid != os.getuid():
                 self.refused_peers += 1
                 log.warning("peer refused", reason="peer uid differs from the daemon's",
@@ -508,7 +535,7 @@ class Daemon:
             if wants_progress(request) and not pipeline.gone:
                 response = await self._dispatch_with_progress(stream, request, log)
             else:
-                response = await self._dispatch(request, log)
+                response = await self._dispatch(request, log, peer=stream.peer)
             if pipeline.gone:
                 continue
             try:
@@ -519,7 +546,7 @@ class Daemon:
     async def _run_pipelined(self, request: Any, slot: _Slot, stream: Connection,
                              pipeline: _Pipeline, log: Any) -> None:
         try:
-            slot.response = _as_sent(request, await self._dispatch(request, log))
+            slot.response = _as_sent(request, await self._dispatch(request, log, peer=stream.peer))
         finally:
             pipeline.touched -= slot.touches
             slot.done = True
@@ -563,17 +590,19 @@ class Daemon:
         async with anyio.create_task_group() as tg:
             tg.start_soon(forward)
             with sender:
-                response = await self._dispatch(request, log, ProgressChannel(sender))
+                response = await self._dispatch(request, log, ProgressChannel(sender), peer=stream.peer)
         return response
 
-    async def _dispatch(self, request: Any, log: Any, progress: Any = None) -> p.Response:
-        """Run one request to completion, shielded from shutdown cancellation."""
+    async def _dispatch(self, request: Any, log: Any, progress: Any = None, *,
+                        peer: tuple[int | None, int] | None = None) -> p.Response:
+        """Run one request to completion, shielded from shutdown cancellation. `peer` is
+        the connection's (pid, uid) from the socket: who the caller really is."""
         self.in_flight += 1
         started = time.perf_counter()
         try:
             with anyio.CancelScope(shield=True):
                 try:
-                    response = await dispatch(request, self.svc, progress)
+                    response = await dispatch(request, self.svc, progress, peer)
                 except Exception as exc:  # noqa: BLE001 - one bad request never kills the daemon
                     log.exception("request failed", op=type(request).__name__)
                     response = p.Response(exit_code=p.EXIT_OPERATIONAL,
@@ -582,7 +611,9 @@ class Daemon:
             self.in_flight -= 1
             self.requests += 1
         elapsed = time.perf_counter() - started
-        self.svc.metrics.request(request, response.exit_code, elapsed)
+        self.svc.metrics.request(request, response.exit_code, elapsed,
+                                 timed_out=isinstance(response.payload, dict) and
+                                 response.payload.get("timed_out") is True)
         log.debug("request", op=type(request).__name__, exit_code=response.exit_code,
                   ms=round(elapsed * 1000, 2))
         return response

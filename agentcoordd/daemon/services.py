@@ -6,13 +6,16 @@ and a handler reaches them through the one `Services` object it is given.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio.abc
 
 from agentcoordd.coord.closeout import StampQueue
-from agentcoordd.daemon.backends import StorePool
+from agentcoordd.daemon import envfiles
+from agentcoordd.daemon.backends import StorePool, own_machine_id
 from agentcoordd.daemon.background import Background, Pollers
 from agentcoordd.daemon.clock import SystemClock
 from agentcoordd.daemon.credentials import Credentials
@@ -20,6 +23,7 @@ from agentcoordd.daemon.dashboard_host import DashboardHost
 from agentcoordd.daemon.delivery import Delivery
 from agentcoordd.daemon.feed import Feed
 from agentcoordd.daemon.keeper import LaneKeeper
+from agentcoordd.daemon.lease_settings import Leases
 from agentcoordd.daemon.metrics import Metrics, build as build_metrics
 from agentcoordd.daemon.notify import Notifier
 from agentcoordd.daemon.recent import RecentReads
@@ -52,11 +56,13 @@ class Services:
     metrics: Metrics  # the daemon's own Prometheus registry (daemon/metrics.py)
     notifier: Notifier  # notifications to people, through their own durable outbox
     feed: Feed  # the live event feed: one source per followed batch
+    leases: Leases  # the machine's lease bounds (max TTL, clock offset), re-read on change
     http_port: int | None = None  # serve the loopback dashboard + /metrics from the start
 
     @classmethod
     def build(cls, server: ServerControl, state_dir: str, log: Any, *, metrics: bool = True,
-              http_port: int | None = None, config: str | None = None) -> Services:
+              http_port: int | None = None, config: str | None = None, metrics_open: bool = False,
+              dashboard_token: Path | None = None) -> Services:
         clock = SystemClock()
         recorder = build_metrics(metrics)
         pool = StorePool(metrics=recorder)
@@ -66,7 +72,8 @@ class Services:
                           on_delivered=notifier.on_event_delivered)
         keeper = LaneKeeper(pool=pool, clock=clock, credentials=credentials, outbox=outbox,
                             state_dir=state_dir, log=log, metrics=recorder, notifier=notifier)
-        recorder.watch(server=server, keeper=keeper, outbox=outbox)
+        recorder.watch(server=server, keeper=keeper, outbox=outbox, pool=pool,
+                       machine=own_machine_id(os.environ, envfiles.existing(os.environ)))
         stop_notices = StopNotices()
         background = Background()
         feed = Feed(background=background, clock=clock, log=log)
@@ -76,9 +83,12 @@ class Services:
                    dashboards=DashboardHost(pool=pool, clock=clock, stop_notices=stop_notices,
                                             background=background, log=log,
                                             metrics=recorder.exposition if recorder.enabled else None,
-                                            on_events=notifier.notice, feed=feed),
+                                            on_events=notifier.notice, feed=feed,
+                                            token_file=dashboard_token, metrics_open=metrics_open,
+                                            seen=recorder.fleet),
                    pollers=Pollers(), background=background, metrics=recorder,
-                   notifier=notifier, feed=feed, http_port=http_port)
+                   notifier=notifier, feed=feed, http_port=http_port,
+                   leases=Leases(os.environ, config, log))
 
     def start(self, tasks: anyio.abc.TaskGroup) -> None:
         """The loops that run for the daemon's lifetime, in the server's task group."""

@@ -34,6 +34,9 @@ CAS = Backoff(first=0.008, cap=0.25, jitter=True)
 MANIFEST_CAS = Backoff(first=0.008, cap=0.5, jitter=True)
 # A keep-alive lane's failed renewal (further capped at a quarter of its TTL).
 RENEWAL = Backoff(first=1.0, cap=float("inf"))
+# The claim of a lane whose watched process exited, released while the backend does not
+# answer: soon again, at most every 30 s (the target stays blocked meanwhile).
+RELEASE_RETRY = Backoff(first=0.5, cap=30.0)
 # An outbox entry after k failed deliveries waits 2**k s, at most 5 minutes.
 OUTBOX = Backoff(first=2.0, cap=300.0)
 # A read the Worker did not answer (only idempotent requests are retried).

@@ -129,7 +129,5 @@ def find_cycle(edges: Mapping[Node, list[Node]]) -> list[Node] | None:
 def cycle_message(cycle: list[Node]) -> str:
     """One line naming the cycle (long ones shortened)."""
     shown = " -> ".join(f"{batch}:{lane}" for batch, lane in cycle)
-    if len(shown) > 160:
-        shown = shown[:157] + "..."
-    shown = shown.encode("unicode_escape", "backslashreplace").decode("ascii")
-    return f"batch lane {cycle[0][1]} has a dependency cycle of {len(cycle) - 1} lane(s): {shown}"
+    return (f"batch lane {cycle[0][1]} has a dependency cycle of {len(cycle) - 1} lane(s): "
+            f"{ids.shown(shown, 160)}")

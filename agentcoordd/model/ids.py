@@ -18,7 +18,11 @@ MAX_ARCHIVE_PATH_BYTES = 520
 MAX_SEGMENT_BYTES = 200
 MAX_ATTRIBUTION_BYTES = 256
 
-FAMILIES = ("claims", "heartbeats", "batches", "events")
+# The admission families (host limits, capacity reservations: docs/capacity.md)
+# sit beside agent-coord's four; its tools read only their own directories.
+ADMISSION_FAMILIES = ("host_limits", "capacity_profiles", "inboxes", "lane_occupancies",
+                      "capacity_reservations", "capacity_holds")
+FAMILIES = ("claims", "heartbeats", "batches", "events", *ADMISSION_FAMILIES)
 ARCHIVE = "archive"
 
 # Letters, digits and `_ : -`, with single dots between them — agent-coord's
@@ -29,10 +33,19 @@ _SEGMENT = re.compile(r"[A-Za-z0-9_:-]+(?:\.[A-Za-z0-9_:-]+)*")
 _ATTRIBUTION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:@+=/~-]*")
 
 
-def _printable(value: str) -> str:
-    """Shorten and escape a hostile value so an error message stays one line."""
-    shown = value if len(value) <= 80 else value[:77] + "..."
-    return shown.encode("unicode_escape", "backslashreplace").decode("ascii")
+def one_line(text: str) -> str:
+    """`text` with every non-printable character escaped (`\\n`, `\\x1b`, `\\u202e`, lone
+    surrogates): an error or warning echoing a hostile value stays one line on the
+    caller's stderr. Letters of any script stay as they are, as agent-coord prints them."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
+def shown(value: str, limit: int = 80) -> str:
+    """A hostile value for a one-line error message: shortened, then `one_line`."""
+    return one_line(value if len(value) <= limit else value[:limit - 3] + "...")
 
 
 def _is_segment(value: object) -> bool:
@@ -43,9 +56,29 @@ def _is_segment(value: object) -> bool:
     )
 
 
+_SEGMENT_RULE = "letters, digits, '_', ':' and '-', with single dots between them"
+# What each id accepts, appended to agent-coord's own words (`invalid target: #12`) so the
+# caller learns the fix from the message.
+WANT = {
+    "target": "an issue or PR number or id, e.g. 12",
+    "agent-id": f"{_SEGMENT_RULE}, e.g. worker-1",
+    "batch-id": f"{_SEGMENT_RULE}, e.g. wave-10",
+    "event type": f"{_SEGMENT_RULE}, e.g. lane.started",
+    "event-id": "an event id as `events` prints it",
+    "lane": f"{_SEGMENT_RULE}, e.g. api",
+    "repo": "owner/name, e.g. acme/widgets",
+}
+
+
+def invalid(kind: str, value: object, subject: str | None = None) -> UsageError:
+    """`invalid KIND: VALUE (want …)`: agent-coord's first words, then what is accepted."""
+    words = f"invalid {subject or kind}: {shown(str(value))}"
+    return UsageError(f"{words} (want {WANT[kind]})", words=words)
+
+
 def _segment(kind: str, value: object) -> str:
     if not _is_segment(value):
-        raise UsageError(f"invalid {kind}: {_printable(str(value))}")
+        raise invalid(kind, value)
     return value  # type: ignore[return-value]
 
 
@@ -84,7 +117,7 @@ def event_lane(value: object) -> str:
 def lane_name(value: object) -> str:
     name = _segment("lane", value)
     if ":" in name:
-        raise UsageError(f"invalid lane: {_printable(name)} (lane names cannot contain ':')")
+        raise UsageError(f"invalid lane: {shown(name)} (lane names cannot contain ':')")
     return name
 
 
@@ -95,11 +128,13 @@ def repo(value: object) -> str:
     path check with the path named, as the existing tool reports them.
     """
     text = value if isinstance(value, str) else str(value)
+    if not text:  # an empty --repo is a missing one, as agent-coord says
+        raise UsageError("missing required --repo")
     parts = text.split("/")
     if len(parts) != 2 or not all(parts):
-        raise UsageError(f"invalid target repo: {_printable(text)}")
+        raise invalid("repo", text, "target repo")
     if not all(p in (".", "..") or _is_segment(p) for p in parts):
-        raise UsageError(f"invalid target repo: {_printable(text)}")
+        raise invalid("repo", text, "target repo")
     return text
 
 
@@ -107,7 +142,7 @@ def repo_ref(value: object) -> str:
     """A repo carried as payload (heartbeat, event): dot segments are refused here too."""
     text = repo(value)
     if any(p in (".", "..") for p in text.split("/")):
-        raise UsageError(f"invalid target repo: {_printable(text)}")
+        raise invalid("repo", text, "target repo")
     return text
 
 
@@ -117,18 +152,18 @@ def attribution(kind: str, value: str) -> str:
         _ATTRIBUTION.fullmatch(value) is None
         or len(value.encode("utf-8")) > MAX_ATTRIBUTION_BYTES
     ):
-        raise UsageError(f"invalid {kind}: {_printable(value)}")
+        raise UsageError(f"invalid {kind}: {shown(value)}")
     return value
 
 
 def state_path(path: object) -> str:
     """A relative record path under one of the known families, at most 512 bytes."""
     if not isinstance(path, str):
-        raise UsageError(f"unsafe state path: {_printable(str(path))}")
+        raise UsageError(f"unsafe state path: {shown(str(path))}")
     try:
         size = len(path.encode("utf-8"))
     except UnicodeEncodeError:
-        raise UsageError(f"unsafe state path: {_printable(path)}") from None
+        raise UsageError(f"unsafe state path: {shown(path)}") from None
     segments = path.split("/")
     archived = segments[0] == ARCHIVE
     family = segments[1] if archived and len(segments) > 1 else segments[0]
@@ -142,14 +177,14 @@ def state_path(path: object) -> str:
         or "\x00" in path
         or any(s in ("", ".", "..") or s.startswith(".") for s in segments)
     ):
-        raise UsageError(f"unsafe state path: {_printable(path)}")
+        raise UsageError(f"unsafe state path: {shown(path)}")
     return path
 
 
 def state_prefix(prefix: object) -> str:
     """A listing prefix: a family directory or a directory below it."""
     if not isinstance(prefix, str) or not prefix:
-        raise UsageError(f"unsafe state prefix: {_printable(str(prefix))}")
+        raise UsageError(f"unsafe state prefix: {shown(str(prefix))}")
     segments = prefix.split("/")
     archived = segments[0] == ARCHIVE
     family = segments[1] if archived and len(segments) > 1 else segments[0]
@@ -160,7 +195,7 @@ def state_prefix(prefix: object) -> str:
         or "\x00" in prefix
         or any(s in ("", ".", "..") or s.startswith(".") for s in segments)
     ):
-        raise UsageError(f"unsafe state prefix: {_printable(prefix)}")
+        raise UsageError(f"unsafe state prefix: {shown(prefix)}")
     return prefix
 
 
@@ -190,6 +225,24 @@ def event_path(batch: str, event_id: str) -> str:
 def lane_closed_event_id(lane: str) -> str:
     """Deterministic per-lane reservation id: stable within the batch."""
     return "lane_closed-" + hashlib.sha256(lane_name(lane).encode("utf-8")).hexdigest()[:16]
+
+
+def workspace_id(value: object) -> str:
+    return _segment("workspace", value)
+
+
+def admission_prefix(family: str, workspace: str) -> str:
+    """The directory of one workspace's records of an admission family."""
+    assert family in ADMISSION_FAMILIES
+    return f"{family}/{workspace_id(workspace)}"
+
+
+def admission_path(family: str, workspace: str, *keys: str) -> str:
+    """`<family>/<workspace>/<key>/.../<last>.json`. Keys are canonical ids or lane refs,
+    already inside the segment grammar, so they are used as they are (docs/compat.md
+    "Admission record paths": no percent-encoding)."""
+    segments = [_segment(f"{family} key", key) for key in keys]
+    return state_path(f"{admission_prefix(family, workspace)}/{'/'.join(segments)}.json")
 
 
 def archive_path(path: str) -> str:

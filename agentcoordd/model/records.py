@@ -58,6 +58,9 @@ class Metadata(Record, kw_only=True):
     instance_id: str | None = None
     synthetic: bool | None = None
     synthetic_kind: str | None = None
+    # The lane route contract (schema/state/v1/route/): "model/effort", or the object
+    # form as JSON text ({"model": ..., "effort": ...}); stored additively, absent = omitted.
+    route: str | dict[str, str] | None = None
 
 
 class LaneMetadata(Metadata, kw_only=True):
@@ -75,6 +78,10 @@ class ClosedBy(Record, kw_only=True):
     machine: NonEmpty
 
 
+# release_mode of a claim agentcoordd released because its holder's watched process exited.
+HOLDER_EXITED = "holder_exited"
+
+
 class Claim(LaneMetadata, kw_only=True):
     """A target-scoped lease: claims/<owner>/<repo>/<target>.json."""
 
@@ -90,7 +97,7 @@ class Claim(LaneMetadata, kw_only=True):
     branch: str | None = None
     released_by: str | None = None
     released_at: str | None = None
-    release_mode: Literal["handoff"] | None = None
+    release_mode: Literal["handoff", "holder_exited"] | None = None
     handoff_to: str | None = None
     handoff_note: str | None = None
     terminal: str | None = None
@@ -98,6 +105,11 @@ class Claim(LaneMetadata, kw_only=True):
     evidence_url: str | None = None
     workspace: str | None = None
     closed_by: ClosedBy | None = None
+    # A takeover: whose claim this grant displaced, and why (coord/lease.py).
+    previous_holder: str | None = None
+    takeover_reason: Literal["heartbeat_dead", "claim_expired", "forced"] | None = None
+    takeover_note: str | None = None  # a forced takeover: the operator's reason
+    fencing_token: int | None = None  # this grant's token (coord/lease.py)
 
 
 class Heartbeat(LaneMetadata, kw_only=True):
@@ -178,6 +190,10 @@ class Event(LaneMetadata, kw_only=True):
     release_mode: str | None = None
     handoff_to: str | None = None
     handoff_note: str | None = None
+    # claim.acquired of a takeover, human_intervention of kind takeover
+    previous_holder: str | None = None
+    takeover_reason: str | None = None
+    fencing_token: int | None = None  # claim.acquired: the grant's fencing token
     # typed operational-signal fields
     reason: str | None = None
     from_route: str | None = None

@@ -8,7 +8,7 @@ overwrites blindly.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +17,12 @@ from typing import Any, Literal, Protocol, TypeVar
 import anyio
 import msgspec
 
+from agentcoordd.model import bounds
+from agentcoordd.model.clockskew import Offset
 from agentcoordd.model.errors import OperationalError, UsageError
 
 T = TypeVar("T")
+_decoder = msgspec.json.Decoder()
 
 
 class StoreError(OperationalError):
@@ -136,6 +139,19 @@ class Introspection(Protocol):
     async def whoami(self) -> Any: ...
 
 
+class ClockReference(Protocol):
+    """A backend with a clock of its own: how far it is from this machine's
+    (store/clockref.py). Lease decisions are judged against it (coord/lease.py)."""
+
+    def offset(self) -> Offset | None:
+        """The latest estimate, without asking the backend (None: never measured)."""
+        ...
+
+    async def measured(self) -> Offset | None:
+        """The estimate, measured again first when it is stale (None: the backend gives no time)."""
+        ...
+
+
 class ArchiveMoves(Protocol):
     async def move_to_archive(self, path: str, version: str) -> str:
         """Move `path` at `version` to `archive/<path>` in one step; the archive version."""
@@ -237,6 +253,7 @@ class Capabilities:
     files: LocalFiles | None = None
     changes: ChangeNotices | None = None
     batch: BatchOps | None = None
+    clock: ClockReference | None = None  # None: the backend's clock is this machine's (local files)
 
 
 class Store(Protocol):
@@ -264,6 +281,47 @@ class Store(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def record_problem(raw: bytes, path: str) -> tuple[Any, str | None]:
+    """(the record, None) when its JSON text reads within the bounds every store reads
+    with (model.bounds); else (None, why it cannot be read)."""
+    problem = bounds.problem(raw)
+    if problem is not None:
+        return None, problem
+    try:
+        return _decoder.decode(raw), None
+    except msgspec.DecodeError:
+        return None, "invalid JSON"
+
+
+def decode_record(raw: bytes, path: str) -> Any:
+    """A stored record; InvalidRecord naming it when it cannot be read."""
+    data, problem = record_problem(raw, path)
+    if problem is not None:
+        raise InvalidRecord(f"{problem} in record {path}")
+    return data
+
+
+def page_of(rows: Iterable[tuple[str, bytes, str]], next_cursor: str | None = None,
+            partial: bool = False, unreadable: list[tuple[str, str]] | None = None) -> Page:
+    """A page of (path, JSON text, version) rows, each read by record_problem; rows it
+    cannot read (and `unreadable` ones found before) are named, (path, why), in one
+    UnreadableEntries that carries every other row."""
+    entries: list[Entry] = []
+    unreadable = list(unreadable or ())
+    for path, raw, version in rows:
+        data, problem = record_problem(raw, path)
+        if problem is None:
+            entries.append(Entry(path, data, version))
+        else:
+            unreadable.append((path, problem))
+    page = Page(entries, next_cursor, partial)
+    if unreadable:
+        path, why = unreadable[0]
+        more = f"{len(unreadable)} unreadable records; the first: " if len(unreadable) > 1 else ""
+        raise UnreadableEntries(f"{more}{why} in record {path}", page, unreadable)
+    return page
 
 
 async def run_singly(store: Store, ops: list[Op], concurrency: int = 1) -> list[Outcome]:

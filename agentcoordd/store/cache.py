@@ -41,6 +41,7 @@ from typing import Any, Generic, TypeVar
 import anyio.to_thread
 import msgspec
 
+from agentcoordd.model import bounds
 from agentcoordd.store.base import (
     Capabilities,
     Forbidden,
@@ -69,6 +70,9 @@ DEFAULT_MAX_ENTRIES = 250_000
 FREEZE_AFTER = 10_000
 
 _IDENT = struct.Struct("<QqqQ")
+# A file this many times its record bound is not read at all (a pretty-printed
+# record is larger than its compact JSON, never by this much).
+NEVER_READ = 16
 _decoder = msgspec.json.Decoder()
 
 
@@ -195,6 +199,8 @@ def _load(full: str, path: str, digest: Digest) -> tuple[bytes, Any] | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return b"", _Unreadable("not a regular file")
+        if st.st_size > NEVER_READ * bounds.MAX_BYTES:  # not even read into memory
+            return _read_ident(st), _Unreadable(bounds.too_large(st.st_size))
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
@@ -203,8 +209,12 @@ def _load(full: str, path: str, digest: Digest) -> tuple[bytes, Any] | None:
     finally:
         os.close(fd)
     ident = _read_ident(st)
+    raw = b"".join(chunks)
+    problem = bounds.problem(raw)
+    if problem is not None:
+        return ident, _Unreadable(problem)
     try:
-        data = _decoder.decode(b"".join(chunks))
+        data = _decoder.decode(raw)
     except msgspec.DecodeError:
         return ident, _Unreadable("invalid JSON")
     try:

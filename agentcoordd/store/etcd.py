@@ -54,6 +54,7 @@ from __future__ import annotations
 import base64
 import re
 import ssl
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -61,13 +62,12 @@ import anyio
 import httpx
 import msgspec
 
-from agentcoordd.model import ids
+from agentcoordd.model import bounds, ids
 from agentcoordd.model.backoff import ETCD_ROUND
 from agentcoordd.model.errors import UsageError
 from agentcoordd.store.base import (
     Capabilities,
     Conflict,
-    Entry,
     Forbidden,
     InvalidPath,
     InvalidRecord,
@@ -75,7 +75,10 @@ from agentcoordd.store.base import (
     Page,
     Unavailable,
     Versioned,
+    decode_record,
+    page_of,
 )
+from agentcoordd.store.clockref import ResponseClock
 from agentcoordd.store.memo import LISTING_MEMO_BYTES, ListingMemo
 
 # etcd's default --max-request-bytes is 1.5 MiB; base64 grows a value by 4/3
@@ -225,6 +228,16 @@ class EtcdClient:
             limits=httpx.Limits(max_connections=32, max_keepalive_connections=8),
             headers={"Content-Type": "application/json"},
         )
+        # The cluster's clock, from the Date header of every gateway response.
+        self.clock = ResponseClock(self._clock_probe)
+
+    async def _clock_probe(self) -> None:
+        """One cheap request for its Date header (answered with an error too: it still has one)."""
+        endpoint = self.current_endpoint
+        try:
+            await self._post(endpoint, "/v3/maintenance/status", {}, None)
+        except Exception:  # noqa: BLE001 - the Date header, if any, is all this wants
+            pass
 
     def __repr__(self) -> str:  # never the password, never the token
         return f"EtcdClient(endpoints={self.endpoints!r}, user={self.user!r})"
@@ -312,7 +325,9 @@ class EtcdClient:
         headers = {"Authorization": token} if token else None
         content = _encoder.encode(body)
         try:
+            sent = time.time()
             response = await self._http.post(endpoint + api, content=content, headers=headers)
+            self.clock.observe(response.headers, sent, time.time())
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             raise _Retry(f"cannot connect ({type(exc).__name__})", maybe_applied=False) from None
         except httpx.TimeoutException as exc:
@@ -430,7 +445,7 @@ class EtcdStore:
         self._kp = self.key_prefix.encode("utf-8")
         self.page_size = max(1, page_size)
         self.name = "etcd:" + ",".join(self.client.endpoints) + (f"#{self.key_prefix}" if self.key_prefix else "")
-        self.capabilities = Capabilities(archive=self, changes=self)
+        self.capabilities = Capabilities(archive=self, changes=self, clock=self.client.clock)
         # Listings kept with the revision they were read at: the same listing again
         # is one keys-only range asking whether anything changed since.
         self._listings: ListingMemo[tuple[int, int], tuple[list[tuple[str, bytes, str]], str | None]] = \
@@ -463,13 +478,6 @@ class EtcdStore:
             raise Unavailable(f"etcd refused {what}: {exc.message}") from None
 
     @staticmethod
-    def _decode(raw: bytes, path: str) -> Any:
-        try:
-            return _decoder.decode(raw)
-        except msgspec.DecodeError:
-            raise InvalidRecord(f"invalid JSON in record {path}") from None
-
-    @staticmethod
     def _expected(version: str, path: str) -> int:
         if not isinstance(version, str) or _REVISION.fullmatch(version) is None:
             raise Conflict(f"record changed underneath us: {path} (version {version!r} is not an etcd revision)", "version_conflict")
@@ -478,6 +486,9 @@ class EtcdStore:
     @staticmethod
     def _encode(data: Any, path: str) -> bytes:
         value = encode_value(data)
+        problem = bounds.problem(value)  # what no store could read is not written
+        if problem is not None:
+            raise InvalidRecord(f"record {path} not written: {problem}")
         if len(value) > MAX_VALUE_BYTES:
             raise InvalidRecord(f"record too large for etcd ({len(value)} bytes): {path}")
         return value
@@ -500,7 +511,7 @@ class EtcdStore:
         if not kvs:
             return None
         kv = kvs[0]
-        return Versioned(self._decode(_unb64(kv.get("value")), path), str(kv["mod_revision"]))
+        return Versioned(decode_record(_unb64(kv.get("value")), path), str(kv["mod_revision"]))
 
     async def create(self, path: str, data: Any) -> str:
         path = _valid(ids.state_path, path)
@@ -581,13 +592,10 @@ class EtcdStore:
         kept = self._listings.get(key)
         if kept is not None and await self._unchanged(start, end, kept[0], what, prefix):
             rows, next_cursor = kept[1]
-            return Page([Entry(path, self._decode(raw, path), version) for path, raw, version in rows],
-                        next_cursor, False)
+            return page_of(rows, next_cursor)
         rows, next_cursor, tag = await self._read_range(start, end, limit, what, prefix)
-        page = Page([Entry(path, self._decode(raw, path), version) for path, raw, version in rows],
-                    next_cursor, False)
         self._listings.keep(key, tag, (rows, next_cursor), sum(len(raw) + len(path) for path, raw, _ in rows))
-        return page
+        return page_of(rows, next_cursor)
 
     async def _read_range(self, start: bytes, end: bytes, limit: int | None, what: str,
                           prefix: str) -> tuple[list[tuple[str, bytes, str]], str | None, tuple[int, int]]:

@@ -31,6 +31,7 @@ import bisect
 import builtins
 import json
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 from urllib.parse import quote
@@ -39,7 +40,7 @@ import anyio
 import httpx
 import msgspec
 
-from agentcoordd.model import ids
+from agentcoordd.model import bounds, ids, jsonscan
 from agentcoordd.model.backoff import HTTP_RETRY
 from agentcoordd.model.errors import UsageError
 from agentcoordd.store.base import (
@@ -59,13 +60,18 @@ from agentcoordd.store.base import (
     Replace,
     StoreError,
     Unavailable,
-    UnreadableEntries,
     Versioned,
+    decode_record,
+    page_of,
     run_singly,
 )
+from agentcoordd.store.clockref import ResponseClock
 from agentcoordd.store.memo import LISTING_MEMO_BYTES, ListingMemo
 
 MAX_PAGE = 1000  # the Worker's largest `limit`
+# The Worker's caps on a record's data (the existing Worker's protocol), within model.bounds.
+ACTIVE_DATA_CAP = 256 * 1024
+ARCHIVE_DATA_CAP = 1024 * 1024
 MAX_BATCH = 64  # the Worker's largest POST /v1/batch
 # Without the batch endpoint, a batch is this many single requests at a time.
 FALLBACK_CONCURRENCY = 16
@@ -75,8 +81,6 @@ MIRRORED_BATCHES = 32
 CAPABILITIES_TTL = 300.0
 # The event feed re-lists a followed batch this often (one listing shared by all followers).
 CHANGE_POLL = 0.5
-ACTIVE_DATA_CAP = 256 * 1024
-ARCHIVE_DATA_CAP = 1024 * 1024
 
 ROTATION_HINT = (
     "the machine token is unknown or revoked: provision a new one with "
@@ -87,12 +91,15 @@ ROTATION_HINT = (
 # The Worker's record grammar, stricter than ids.state_path: exact depths and
 # segments of [A-Za-z0-9_.:-]; `..` is refused anywhere, even inside a name.
 _SEG = r"[A-Za-z0-9_.:-]+"
+_ADMISSION = "capacity_profiles|inboxes|lane_occupancies|capacity_reservations|capacity_holds"
 _WIRE_RECORD = re.compile(
-    rf"(?:archive/)?(?:claims/{_SEG}/{_SEG}/{_SEG}|heartbeats/{_SEG}|batches/{_SEG}|events/{_SEG}/{_SEG})\.json"
+    rf"(?:archive/)?(?:claims/{_SEG}/{_SEG}/{_SEG}|heartbeats/{_SEG}|batches/{_SEG}|events/{_SEG}/{_SEG}"
+    rf"|host_limits/{_SEG}/{_SEG}/{_SEG}/{_SEG}|(?:{_ADMISSION})/{_SEG}/{_SEG})\.json"
 )
 _EVENTS_BATCH_PREFIX = re.compile(rf"events/({_SEG})")
 _WIRE_PREFIX = re.compile(
-    rf"archive|(?:archive/)?(?:claims(?:/{_SEG}){{0,2}}|heartbeats|batches|events(?:/{_SEG})?)"
+    rf"archive|(?:archive/)?(?:claims(?:/{_SEG}){{0,2}}|heartbeats|batches|events(?:/{_SEG})?"
+    rf"|host_limits(?:/{_SEG}){{0,3}}|(?:{_ADMISSION})(?:/{_SEG})?)"
 )
 
 
@@ -106,9 +113,14 @@ class Whoami(msgspec.Struct, frozen=True):
     write_prefixes: list[str]
 
 
+# Records arrive as raw JSON text (msgspec.Raw): each is read on its own by
+# base.decode_record, within the bounds (model.bounds) — one record nested 100,000
+# deep, or not strict JSON, is that record's problem, not its page's.
+
+
 class _WireEntry(msgspec.Struct):
     path: str
-    data: Any
+    data: msgspec.Raw
     version: int
     updated_by: str | None = None
 
@@ -117,11 +129,6 @@ class _WirePage(msgspec.Struct):
     entries: list[_WireEntry]
     next_cursor: str | None = None
     filtered: bool = False
-
-
-def _page(page: _WirePage) -> Page:
-    entries = [Entry(e.path, e.data, str(e.version)) for e in page.entries]
-    return Page(entries, page.next_cursor or None, bool(page.filtered))
 
 
 class _WireWrite(msgspec.Struct):
@@ -141,17 +148,23 @@ class _WireHealth(msgspec.Struct):
 
 class _WireResult(msgspec.Struct):
     status: int
-    body: Any = None
+    body: Any = None  # msgspec.Raw as read; an _Unreadable when the entry in it is not
+
+
+class _RawResult(msgspec.Struct):
+    status: int
+    body: msgspec.Raw = msgspec.Raw(b"null")
 
 
 class _WireBatch(msgspec.Struct):
-    results: list[_WireResult]
+    results: list[_RawResult]
 
 
 class _WireChange(msgspec.Struct):
     path: str
     seq: int
-    data: Any = None
+    # The record's JSON text; _changes_since replaces it by the record read from it.
+    data: msgspec.Raw = msgspec.Raw(b"null")
     version: int = 0
     deleted: bool = False
 
@@ -178,8 +191,12 @@ class _Unreadable:
         self.reason = reason
 
 
-def _code(body: Any) -> str:
-    error = body.get("error") if isinstance(body, dict) else None
+def _body_code(body: bytes) -> str:
+    """The `error` code of a batch result's body (its JSON text)."""
+    try:
+        error = msgspec.json.decode(body, type=_WireError).error
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return "unknown"
     return error if isinstance(error, str) else "unknown"
 
 
@@ -223,20 +240,30 @@ def _lone_surrogate(value: Any) -> bool:
     return False
 
 
-def _strict_entry(item: Any) -> tuple[_WireEntry | None, str | None]:
-    """(the entry, None) when `item` is strict JSON of an entry; else (None,
-    why its data is unreadable), or (None, None) when it is not an entry at all."""
-    if not isinstance(item, dict) or not isinstance(item.get("path"), str):
-        return None, None
+def _why(text: bytes, above: int) -> str:
+    """Why `text` (an object whose record sits `above` levels down) cannot be read."""
+    deepest = jsonscan.depth(text)
+    if deepest - above > bounds.MAX_DEPTH:
+        return f"JSON nested {deepest - above} levels deep (the bound is {bounds.MAX_DEPTH})"
     try:
-        return msgspec.json.decode(json.dumps(item).encode(), type=_WireEntry), None
-    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
+        value = json.loads(text)  # within the bound: no recursion limit is near
+    except ValueError:
+        return "invalid JSON"
+    if _lone_surrogate(value):
+        return "invalid JSON (a string holding a lone UTF-16 surrogate)"
+    return "invalid JSON (not strict JSON, e.g. NaN)"
+
+
+def _entry(text: bytes) -> tuple[_WireEntry | None, str | None, str | None]:
+    """One listing entry's text: (the entry, None, None), or (None, its path, why it
+    cannot be read) — the path found by a scan when the entry does not parse."""
+    try:
+        return msgspec.json.decode(text, type=_WireEntry), None, None
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         pass
-    if _lone_surrogate(item.get("data")):
-        return None, "invalid JSON (a string holding a lone UTF-16 surrogate)"
-    if isinstance(item.get("version"), int) and "data" in item:
-        return None, "invalid JSON (not strict JSON, e.g. NaN)"
-    return None, None
+    _deepest, fields = jsonscan.scan(text, ("path",))
+    path = fields.get("path")
+    return None, path if isinstance(path, str) else None, _why(text, 1)
 
 
 def _checked_path(path: str) -> str:
@@ -285,7 +312,9 @@ class HttpStore:
             raise UsageError(f"invalid API URL: {base_url!r} (expected http(s)://HOST[:PORT])")
         self.base_url = str(base_url).rstrip("/")
         self.name = f"http:{self.base_url}"
-        self.capabilities = Capabilities(introspection=self, changes=self, batch=self)
+        # The Worker's clock, from every response (lease decisions are judged against it).
+        self.clock = ResponseClock(self.health)
+        self.capabilities = Capabilities(introspection=self, changes=self, batch=self, clock=self.clock)
         self.timeout = float(timeout)
         self.connect_timeout = min(float(connect_timeout or timeout), self.timeout)
         self.read_attempts = max(1, read_attempts)
@@ -322,11 +351,12 @@ class HttpStore:
             return None
         if resp.status_code != 200:
             self._raise(resp, path)
-        try:
-            entry = msgspec.json.decode(resp.content, type=_WireEntry)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            entry = self._lenient_entry(resp, path)
-        return Versioned(entry.data, str(entry.version))
+        entry, found, why = _entry(resp.content)
+        if entry is None:
+            if found != path:
+                self._decode(resp, _WireEntry, path)  # raises Unavailable with msgspec's reason
+            raise InvalidRecord(f"{why} in record {path}")
+        return Versioned(decode_record(bytes(entry.data), path), str(entry.version))
 
     async def create(self, path: str, data: Any) -> str:
         path = _checked_path(path)
@@ -385,23 +415,21 @@ class HttpStore:
         resp = await self._send("GET", "/v1/state", path=prefix, params=params,
                                 headers={"If-None-Match": kept[0]} if kept else None)
         if resp.status_code == 304 and kept is not None:
-            return _page(msgspec.json.decode(kept[1], type=_WirePage))
+            return self._page(kept[1], prefix, resp.status_code)
         if resp.status_code != 200:
             self._raise(resp, prefix)
+        self._listings.keep(key, resp.headers.get("ETag") or None, resp.content, len(resp.content))
+        return self._page(resp.content, prefix, resp.status_code)
+
+    def _page(self, content: bytes, prefix: str, status: int) -> Page:
+        """A listing page; records it cannot read are named (UnreadableEntries)."""
         unreadable: list[tuple[str, str]] = []
         try:
-            page = msgspec.json.decode(resp.content, type=_WirePage)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            self._listings.drop(key)
-            page, unreadable = self._lenient_page(resp, prefix)
-        else:
-            self._listings.keep(key, resp.headers.get("ETag") or None, resp.content, len(resp.content))
-        result = _page(page)
-        if unreadable:
-            path, reason = unreadable[0]
-            more = f"{len(unreadable)} unreadable records below {prefix}; " if len(unreadable) > 1 else ""
-            raise UnreadableEntries(f"{more}{reason} in record {path}", result, unreadable)
-        return result
+            page = msgspec.json.decode(content, type=_WirePage)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            page = self._lenient_page(content, prefix, status, unreadable)
+        rows = [(e.path, bytes(e.data), str(e.version)) for e in page.entries]
+        return page_of(rows, page.next_cursor or None, bool(page.filtered), unreadable)
 
     async def run_batch(self, ops: builtins.list[Op]) -> builtins.list[Outcome]:
         """BatchOps: POST /v1/batch in chunks of 64 where the Worker offers it,
@@ -511,8 +539,9 @@ class HttpStore:
         if resp.status_code != 200:
             self._raise(resp, None)
         try:
-            results = msgspec.json.decode(resp.content, type=_WireBatch).results
-        except (msgspec.DecodeError, msgspec.ValidationError):
+            raw = msgspec.json.decode(resp.content, type=_WireBatch).results
+            results = [_WireResult(r.status, r.body) for r in raw]
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             results = self._lenient_batch(resp)
         if len(results) != len(ops):
             raise Unavailable(f"unexpected response from {self.base_url}/v1/batch: "
@@ -520,22 +549,23 @@ class HttpStore:
         return results
 
     def _lenient_batch(self, resp: httpx.Response) -> builtins.list[_WireResult]:
-        """A batch answer strict JSON cannot read: each get's entry checked on its own."""
-        doc = self._loose_json(resp, None)
-        items = doc.get("results") if isinstance(doc, dict) else None
-        if not isinstance(items, list):
+        """A batch answer that does not parse whole: each result read on its own (a get's
+        entry it cannot read is that result's _Unreadable)."""
+        spans = jsonscan.members(resp.content, "results")
+        if spans is None:
             self._decode(resp, _WireBatch, None)  # raises Unavailable
         results = []
-        for item in items:  # type: ignore[union-attr]
-            status = item.get("status") if isinstance(item, dict) else None
+        for span in spans:  # type: ignore[union-attr]
+            try:
+                one = msgspec.json.decode(span, type=_RawResult)
+                results.append(_WireResult(one.status, one.body))
+                continue
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                pass
+            status = jsonscan.scan(span, ("status",))[1].get("status")
             if not isinstance(status, int):
-                self._decode(resp, _WireBatch, None)
-                raise AssertionError("unreachable")  # pragma: no cover
-            entry, why = _strict_entry(item.get("body"))
-            if entry is None and status == 200 and why is not None:
-                results.append(_WireResult(status, _Unreadable(why)))
-            else:
-                results.append(_WireResult(status, msgspec.to_builtins(entry) if entry else item.get("body")))
+                self._decode(resp, _WireBatch, None)  # raises Unavailable
+            results.append(_WireResult(status, _Unreadable(_why(span, 2))))
         return results
 
     def _outcome(self, op: Op, result: _WireResult) -> Outcome:
@@ -545,20 +575,25 @@ class HttpStore:
         try:
             if isinstance(op, Get):
                 if status == 200:
-                    entry = msgspec.convert(body, _WireEntry)
-                    return Versioned(entry.data, str(entry.version))
-                if status == 404 and _code(body) == "not_found":
+                    entry, _found, why = _entry(body)
+                    if entry is None:
+                        return InvalidRecord(f"{why} in record {path}")
+                    return Versioned(decode_record(bytes(entry.data), path), str(entry.version))
+                if status == 404 and _body_code(bytes(body)) == "not_found":
                     return None
             elif isinstance(op, Delete):
                 if status == 200:
                     return None
             elif status in (200, 201):
-                return str(msgspec.convert(body, _WireWrite).version)
-        except msgspec.ValidationError as exc:
+                return str(msgspec.json.decode(body, type=_WireWrite).version)
+        except InvalidRecord as exc:
+            return exc
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             return Unavailable(f"unexpected response from {self._where(path)} (HTTP {status}): {exc}")
-        if status == 409 and _code(body) == "version_conflict" and isinstance(op, (Replace, Delete)):
+        code = _body_code(bytes(body))
+        if status == 409 and code == "version_conflict" and isinstance(op, (Replace, Delete)):
             return _MaybeMissing()
-        return self._error(status, _code(body), path)
+        return self._error(status, code, path)
 
     async def _settle_conflicts(self, ops: builtins.list[Op], outcomes: builtins.list[Outcome]) -> None:
         """409 answers for both stale and missing records (as the single form): one
@@ -612,7 +647,7 @@ class HttpStore:
                     if change.deleted:
                         mirror.entries.pop(change.path, None)
                     else:
-                        mirror.entries[change.path] = Entry(change.path, change.data, str(change.version))
+                        mirror.entries[change.path] = Entry(change.path, change.data, str(change.version))  # type: ignore[arg-type]
                 if changes.changes:
                     mirror.ordered = None
                 mirror.seq = changes.seq
@@ -632,8 +667,11 @@ class HttpStore:
             self._raise(resp, prefix)
         try:
             changes = msgspec.json.decode(resp.content, type=_WireChanges)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            raise _NoEventsView from None  # e.g. an unreadable record: the listing names it
+            for change in changes.changes:
+                if not change.deleted:  # read within the bounds, as a listing reads it
+                    change.data = decode_record(bytes(change.data), change.path)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, InvalidRecord):
+            raise _NoEventsView from None  # an unreadable record: the listing names it
         for change in changes.changes:
             if not change.path.startswith(prefix + "/") or not _WIRE_RECORD.fullmatch(change.path):
                 raise Unavailable(f"unexpected response from {self._where(prefix)}: "
@@ -658,8 +696,11 @@ class HttpStore:
             encoded = _encoder.encode(data)
         except (TypeError, ValueError) as exc:
             raise InvalidRecord(f"record for {path} is not JSON-serializable: {exc}") from None
+        problem = bounds.problem(encoded)  # the Worker refuses it too (413)
+        if problem is not None:
+            raise InvalidRecord(f"record {path} not written: {problem}")
         cap = ARCHIVE_DATA_CAP if path.startswith("archive/") else ACTIVE_DATA_CAP
-        if len(encoded) > cap:
+        if len(encoded) > cap:  # the Worker's own cap, within the bounds
             raise InvalidRecord(
                 f"record too large for {path}: {len(encoded)} bytes of JSON (limit {cap} bytes)"
             )
@@ -695,9 +736,11 @@ class HttpStore:
                 remaining, connect=min(self.connect_timeout, remaining)
             ).as_dict()
             try:
+                sent = time.time()
                 # httpx bounds each phase; this bounds the whole exchange.
                 with anyio.fail_after(remaining + 0.1):
                     resp = await self._client.send(request)
+                self.clock.observe(resp.headers, sent, time.time())
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
                 # Nothing was sent: safe to retry any method.
                 last = f"cannot connect ({type(exc).__name__})"
@@ -745,52 +788,32 @@ class HttpStore:
                 f"unexpected response from {self._where(path)} (HTTP {resp.status_code}): {exc}"
             ) from None
 
-    # A body strict JSON cannot decode may still be JSON with a bad record in
-    # it: Python's json reads lone surrogates (and NaN), so it finds the
-    # envelope; each entry is then checked strictly on its own.
+    # A page that does not parse whole may still be a page with a bad record in it:
+    # its entries are found by a scan that never recurses (model.jsonscan), and each
+    # is read on its own.
 
-    def _loose_json(self, resp: httpx.Response, path: str | None) -> Any:
-        try:
-            return json.loads(resp.content)
-        except (ValueError, RecursionError) as exc:
-            raise Unavailable(
-                f"unexpected response from {self._where(path)} (HTTP {resp.status_code}): {exc}"
-            ) from None
+    def _lenient_page(self, content: bytes, prefix: str, status: int,
+                      unreadable: list[tuple[str, str]]) -> _WirePage:
+        def refused(why: str) -> NoReturn:
+            raise Unavailable(f"unexpected response from {self._where(prefix)} (HTTP {status}): {why}")
 
-    def _lenient_entry(self, resp: httpx.Response, path: str) -> _WireEntry:
-        item = self._loose_json(resp, path)
-        entry, why = _strict_entry(item)
-        if entry is not None:
-            return entry
-        if isinstance(item, dict) and item.get("path") == path and why is not None:
-            raise InvalidRecord(f"{why} in record {path}")
-        self._decode(resp, _WireEntry, path)  # raises Unavailable with msgspec's reason
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _lenient_page(self, resp: httpx.Response, prefix: str) -> tuple[_WirePage, list[tuple[str, str]]]:
-        doc = self._loose_json(resp, prefix)
-        items = doc.get("entries") if isinstance(doc, dict) else None
-        if not isinstance(items, list):
-            self._decode(resp, _WirePage, prefix)  # raises Unavailable
+        spans = jsonscan.members(content, "entries")
+        if spans is None:
+            refused("not a listing page")
         entries: list[_WireEntry] = []
-        unreadable: list[tuple[str, str]] = []
-        for item in items:  # type: ignore[union-attr]
-            entry, why = _strict_entry(item)
+        for span in spans:
+            entry, path, why = _entry(span)
             if entry is not None:
                 entries.append(entry)
-                continue
-            path = item.get("path") if isinstance(item, dict) else None
-            if why is None or not isinstance(path, str) or not _WIRE_RECORD.fullmatch(path) \
-                    or not path.startswith(prefix + "/"):
-                self._decode(resp, _WirePage, prefix)  # not one bad record: raises Unavailable
-            unreadable.append((path, why))
-        try:
-            rest = msgspec.convert({**doc, "entries": []}, _WirePage)
-        except msgspec.ValidationError as exc:
-            raise Unavailable(
-                f"unexpected response from {self._where(prefix)} (HTTP {resp.status_code}): {exc}"
-            ) from None
-        return _WirePage(entries, rest.next_cursor, rest.filtered), unreadable
+            elif path is not None and _WIRE_RECORD.fullmatch(path) and path.startswith(prefix + "/"):
+                unreadable.append((path, why or "invalid JSON"))
+            else:  # not one bad record: the page itself is wrong
+                refused(f"an entry without a usable path ({why})")
+        _deepest, rest = jsonscan.scan(content, ("next_cursor", "filtered"))
+        cursor, filtered = rest.get("next_cursor"), rest.get("filtered")
+        if not (cursor is None or isinstance(cursor, str)) or not isinstance(filtered, (bool, type(None))):
+            refused("bad next_cursor or filtered")
+        return _WirePage(entries, cursor, bool(filtered))
 
     async def _conflict_or_missing(self, path: str) -> NoReturn:
         """The Worker says 409 for both stale and missing; a GET tells which."""
@@ -825,6 +848,8 @@ class HttpStore:
             return Conflict(f"record already exists: {where}", "already_exists")
         if status == 409:
             return Conflict(f"record changed underneath us: {where}", "version_conflict")
+        if status == 413 and code == "too_deep":
+            return InvalidRecord(f"record nested too deep for {where} (the bound is {bounds.MAX_DEPTH} levels)")
         if status == 413:
             return InvalidRecord(f"record too large for {where} ({code})")
         if status == 400 and code in ("invalid_path", "invalid_prefix", "invalid_cursor", "invalid_limit"):

@@ -43,14 +43,13 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from agentcoordd.model import ids
+from agentcoordd.model import bounds, ids
 from agentcoordd.store import inotify
 from agentcoordd.model.backoff import LOCK_SPIN, LOCK_WAIT
 from agentcoordd.store.base import (
     Capabilities,
     Conflict,
     Create,
-    Entry,
     Get,
     Forbidden,
     InvalidPath,
@@ -62,6 +61,8 @@ from agentcoordd.store.base import (
     Replace,
     Unavailable,
     Versioned,
+    decode_record,
+    page_of,
     run_singly,
 )
 from agentcoordd.model.errors import UsageError
@@ -99,9 +100,14 @@ class LockBusy(Unavailable):
         self.lock_path = lock_path
 
 
-def encode_record(data: Any) -> bytes:
-    """Pretty JSON exactly as the existing tool writes it (2 spaces, newline)."""
-    return msgspec.json.format(_encoder.encode(data), indent=2) + b"\n"
+def encode_record(data: Any, path: str) -> bytes:
+    """Pretty JSON exactly as the existing tool writes it (2 spaces, newline); a
+    record outside the read bounds (model.bounds) is refused: no reader could read it."""
+    compact = _encoder.encode(data)
+    problem = bounds.problem(compact)
+    if problem is not None:
+        raise InvalidRecord(f"record {path} not written: {problem}")
+    return msgspec.json.format(compact, indent=2) + b"\n"
 
 
 def version_of(raw: bytes) -> str:
@@ -351,14 +357,14 @@ class LocalStore:
         raw = self._read_bytes(full, path)
         if raw is None:
             return None
-        return Versioned(self._decode(raw, path), version_of(raw))
+        return Versioned(decode_record(raw, path), version_of(raw))
 
     def write_sync(self, path: str, data: Any, expected: str | None) -> str:
         """Create-only when `expected` is None, else compare-and-swap."""
         if not self._swept:
             self._sweep_once()
         full = self._checked(path, create_dirs=True)
-        body = encode_record(data)
+        body = encode_record(data, path)
         with self._locked(full, path):
             current = self._read_bytes(full, path)
             if expected is None and current is not None:
@@ -380,10 +386,10 @@ class LocalStore:
         full = self._checked(path, create_dirs=True)
         with self._locked(full, path):
             raw = self._read_bytes(full, path)
-            current = None if raw is None else Versioned(self._decode(raw, path), version_of(raw))
+            current = None if raw is None else Versioned(decode_record(raw, path), version_of(raw))
             data, result = decide(current)
             if data is not None:
-                self._atomic_write(full, encode_record(data), path)
+                self._atomic_write(full, encode_record(data, path), path)
         return result
 
     def delete_sync(self, path: str, expected: str) -> None:
@@ -410,12 +416,12 @@ class LocalStore:
         if limit is not None and len(paths) > limit:
             paths = paths[:limit]
             next_cursor = paths[-1]
-        entries = []
+        rows = []
         for rel in paths:
             raw = self._read_bytes(f"{self._root}/{rel}", rel)
             if raw is not None:  # deleted between walk and read: not listed
-                entries.append(Entry(rel, self._decode(raw, rel), version_of(raw)))
-        return Page(entries, next_cursor, False)
+                rows.append((rel, raw, version_of(raw)))
+        return page_of(rows, next_cursor)
 
     def list_paths_sync(self, prefix: str) -> list[str]:
         """Sorted record paths below `prefix` without reading them."""
@@ -524,13 +530,6 @@ class LocalStore:
             raise self._os_error("cannot read", path, exc) from None
         finally:
             os.close(fd)
-
-    @staticmethod
-    def _decode(raw: bytes, path: str) -> Any:
-        try:
-            return msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            raise InvalidRecord(f"invalid JSON in record {path}") from None
 
     def _publish_pending(self, full: str) -> None:
         """This thread's commit still holds a write of `full`: publish it first."""

@@ -17,6 +17,10 @@ covers any difference fails test_allowance_still_needed. Kinds (harness.py):
   or removed.
 * JsonOnFailure(steps) - same non-zero exit, but ours prints its JSON report
   where agent-coord printed nothing.
+* FieldAddedEverywhere(field=) - scenario "*": a key `field` only ours has, in any
+  state file or step JSON of any scenario (a field our records add).
+* TextMayDiffer(steps) - in the differential set, whose text stdout is
+  checked line for line (test_text_output): step N's text may differ.
 * MessageMayDiffer(golden=, steps=, instead=) - for the softer stderr check:
   agent-coord's stderr lines matching `golden` need not appear in ours, if
   one of ours matches `instead` (when given).
@@ -27,12 +31,15 @@ Paths are dotted: `heartbeat_status_vocabulary.working`, `checks.2.status`.
 from __future__ import annotations
 
 from conformance.harness import (
+    EVERY_SCENARIO,
     AdditiveJson,
     Allowance,
+    FieldAddedEverywhere,
     JsonOnFailure,
     MessageMayDiffer,
     StateMayDiffer,
     StepMayDiffer,
+    TextMayDiffer,
 )
 
 # Keys `version --json` adds to agent-coord's (compat: version).
@@ -43,6 +50,25 @@ WORKING_VOCABULARY = {"heartbeat_status_vocabulary.working": ("queued", "token_l
                                                               "continued")}
 
 STRICT: list[Allowance] = [
+    # -------------------------------------------------------- in every scenario
+    FieldAddedEverywhere(
+        scenario=EVERY_SCENARIO, field="fencing_token", compat="#fencing-tokens",
+        why="every grant's claim (and its claim.acquired event) carries its fencing token"),
+    FieldAddedEverywhere(
+        scenario=EVERY_SCENARIO, field="lease", compat="#status-lease",
+        why="status --repo --target --json says what a claim would decide now"),
+    FieldAddedEverywhere(
+        scenario=EVERY_SCENARIO, field="lane_state", compat="#lane-holders",
+        why="each lane row of status says its own state from its own claim"),
+    FieldAddedEverywhere(
+        scenario=EVERY_SCENARIO, field="holder", compat="#lane-holders",
+        why="each held lane row of status names its holder from its own claim"),
+    FieldAddedEverywhere(
+        scenario=EVERY_SCENARIO, field="closed_as", compat="#lane-holders",
+        why="a closed lane row of status says the terminal it was closed with"),
+    FieldAddedEverywhere(
+        scenario=EVERY_SCENARIO, field="completion", compat="#batch-records-on-the-manifest",
+        why="the last closeout of a batch stores its completion report on the manifest"),
     # -------------------------------------------------------- agent ids on claim
     StepMayDiffer(
         scenario="bad_ids", steps=(6,), compat="#agent-ids-validated-on-claim",
@@ -102,6 +128,35 @@ STRICT: list[Allowance] = [
                "<ROOT>/claims/acme/widgets/5.json"),
         why="the claims over null, [1] and 42 are written (3 then released at step 21)"),
 
+    # -------------------------------------------------------- leases (issue 40)
+    StepMayDiffer(
+        scenario="claim_takeover_dead_heartbeat", steps=(4, 5), compat="#fresh-claims",
+        why="agent-a's dead heartbeat was written before its claim: it says nothing about "
+            "agent-a since, so the claim's expiry decides and agent-b is refused (exit 3)"),
+    StateMayDiffer(
+        scenario="claim_takeover_dead_heartbeat", files=("<ROOT>/claims/acme/widgets/1.json",),
+        how=frozenset({"differ"}), compat="#fresh-claims", why="agent-a keeps its claim"),
+    StateMayDiffer(
+        scenario="claim_missing_heartbeat_fallback", files=("<ROOT>/claims/acme/widgets/2.json",),
+        how=frozenset({"differ"}), fields=("previous_holder", "takeover_reason"),
+        compat="#takeover-trail", why="a takeover names the previous holder and why"),
+    StepMayDiffer(
+        scenario="claim_ttl_values", steps=(14, 16, 17), compat="#lease-bounds",
+        why="a --ttl above the machine's maximum lease (24 h by default) is refused, exit 1"),
+    StateMayDiffer(
+        scenario="claim_ttl_values", files=("<ROOT>/claims/acme/widgets/7.json",),
+        how=frozenset({"absent"}), compat="#lease-bounds", why="the refused claim is not written"),
+    StepMayDiffer(
+        scenario="heartbeat_ttl_values", steps=(7, 8), compat="#lease-bounds",
+        why="a --ttl above the machine's maximum lease (24 h by default) is refused, exit 1"),
+    StepMayDiffer(
+        scenario="heartbeat_ttl_values", steps=(9,), exit=False,
+        stdout_paths=("heartbeats.1", "heartbeats.2"), compat="#lease-bounds",
+        why="the refused heartbeats are not listed"),
+    StateMayDiffer(
+        scenario="heartbeat_ttl_values", files=("<ROOT>/heartbeats/agent-c.json",),
+        how=frozenset({"absent"}), compat="#lease-bounds", why="the refused heartbeat is not written"),
+
     # -------------------------------------------------------- additive JSON
     AdditiveJson(
         scenario="usage_errors", steps=(8,), keys=VERSION_KEYS, compat="#version-json-keys",
@@ -132,13 +187,14 @@ STRICT: list[Allowance] = [
 
     # -------------------------------------------------------- JSON on a failing step
     JsonOnFailure(
-        scenario="status_liveness", steps=(8, 9), compat="#status-json-on-exit-2",
-        why="status --json over an unreadable record exits 2 as agent-coord does, and "
-            "prints the degraded report (agent-coord prints only its error)"),
-    JsonOnFailure(
-        scenario="status_batch_scope_notes", steps=(10,), compat="#status-json-on-exit-2",
-        why="status --json over an unreadable record exits 2 as agent-coord does, and "
-            "prints the degraded report (agent-coord prints only its error)"),
+        scenario="status_liveness", steps=(9,), compat="#status-json-on-exit-2",
+        why="status --json of the target whose claim is unreadable exits 2 as agent-coord "
+            "does, and prints the degraded report (agent-coord prints only its error)"),
+    *(StepMayDiffer(
+        scenario=name, steps=steps, compat="#one-bad-record",
+        why="full status --json over one unreadable record names it and serves the rest, "
+            "exit 0 (agent-coord: exit 2 for everyone)")
+      for name, steps in (("status_liveness", (8,)), ("status_batch_scope_notes", (10,)))),
     JsonOnFailure(
         scenario="doctor_local", steps=(11, 13), compat="#doctor-json-on-error",
         why="doctor --json exits 2 as agent-coord does, and prints its report naming the "
@@ -151,7 +207,74 @@ _UNREACHABLE = r"^backend unreachable: "
 _LOCAL_NOTICE = r"^notice: local mode — single-machine only; state root: <IMPLICIT>$"
 _READ_WARNING = r"^warning: split-brain configuration: "
 
+# ------------------------------------------------ found by the differential tester
+STRICT += [
+    StepMayDiffer(
+        scenario="release_without_holder", steps=(2,), compat="#holderless-claims",
+        why="an active claim record without agent_id is not a valid claim: release refuses it "
+            "(exit 2, naming it) instead of releasing it as the caller's"),
+    StateMayDiffer(
+        scenario="release_without_holder", files=("<ROOT>/claims/acme/widgets/2.json",),
+        how=frozenset({"differ"}), compat="#holderless-claims",
+        why="the refused record stays as it was"),
+    StepMayDiffer(
+        scenario="non_object_record_in_listing", steps=(2, 3, 4), compat="#one-bad-record",
+        why="agent-coord crashes on the non-object record (exit 1, no output); ours names it, "
+            "leaves it out and answers (exit 0)"),
+    StepMayDiffer(
+        scenario="spec_handoff_walk", steps=(11,), compat="#closeout-unknown-machine",
+        why="the next worker's closeout without a machine id completes (with a warning) "
+            "instead of failing after its lane_closed event was written"),
+    StateMayDiffer(
+        scenario="spec_handoff_walk", files=("<ROOT>/batches/b1.json",), how=frozenset({"differ"}),
+        compat="#closeout-unknown-machine", why="the closed lane is stamped on the manifest"),
+    StepMayDiffer(
+        scenario="audit_malformed_lane_names", steps=(3,), stdout_paths=("lanes.*.malformed",),
+        compat="#audit-malformed-lanes",
+        why="a lane whose name has ':' or is duplicated is flagged malformed (it is incomplete "
+            "in both tools)"),
+    AdditiveJson(
+        scenario="status_batch_manifest_fields", steps=(2, 3), keys=("batches.*.custom",),
+        compat="#status-batch-fields",
+        why="status shows every top-level field of a manifest, the team's own too"),
+]
+
+# Text stdout of the differential set (test_text_output).
+TEXT: list[Allowance] = [
+    TextMayDiffer(
+        scenario="status_event_lines", steps=(5,), compat="#lane-holders",
+        why="a lane line ends with the lane's own state (`state closed done`); the completed "
+            "batch's line `- completed: audit findings` follows its lanes "
+            "(#batch-records-on-the-manifest)"),
+    TextMayDiffer(
+        scenario="release_without_holder", steps=(2,), compat="#holderless-claims",
+        why="the refused release prints nothing on stdout"),
+    TextMayDiffer(
+        scenario="spec_handoff_walk", steps=(11,), compat="#closeout-unknown-machine",
+        why="ours prints the release line of the completed closeout"),
+    TextMayDiffer(
+        scenario="non_object_record_in_listing", steps=(2,), compat="#one-bad-record",
+        why="ours prints the status with the record named under its section and `degraded`; "
+            "agent-coord crashed"),
+]
+
 MESSAGES: list[Allowance] = [
+    MessageMayDiffer(
+        scenario="spec_handoff_walk", steps=(11,), golden=r"^terminal closeout agent does not match lane",
+        instead=r"closed_by\.machine UNKNOWN", compat="#closeout-unknown-machine",
+        why="ours completes the closeout and warns that its machine is unknown"),
+    MessageMayDiffer(
+        scenario="non_object_record_in_listing", steps=(2, 3, 4), golden=r".",
+        instead=r"claims/acme/widgets/3\.json", compat="#one-bad-record",
+        why="agent-coord's Ruby backtrace; ours warns naming the record"),
+    MessageMayDiffer(
+        scenario="claim_ttl_values", steps=(16, 17), golden=r"^CLAIM_REFUSED: ",
+        instead=r"^--ttl( \d+)? is longer than this machine's maximum lease", compat="#lease-bounds",
+        why="the TTL is refused before the holder is judged"),
+    MessageMayDiffer(
+        scenario="heartbeat_ttl_values", steps=(10,), golden=r"heartbeat live$",
+        instead=r"heartbeat missing; fallback claim expires at ", compat="#lease-bounds",
+        why="agent-b's 300000000000 s heartbeat was refused, so its claim has no heartbeat"),
     MessageMayDiffer(
         scenario="split_brain_hard_stop", steps=(1, 2, 3, 4, 5, 8), golden=_REFUSAL,
         instead=_UNREACHABLE, compat="#split-brain",
@@ -186,8 +309,12 @@ MESSAGES: list[Allowance] = [
         scenario=name, steps=steps, golden=r"unexpected token at |^'$",
         instead=r"^(state unreadable|batch manifest JSON invalid): ", compat="#ruby-error-texts",
         why="the reason comes from our JSON parser, not Ruby's; the message's first words match")
-      for name, steps in (("status_liveness", (8, 9)), ("status_batch_scope_notes", (10,)),
-                          ("register_batch_invalid", (10,)))),
+      for name, steps in (("status_liveness", (9,)), ("register_batch_invalid", (10,)))),
+    *(MessageMayDiffer(
+        scenario=name, steps=steps, golden=r"^state unreadable: |unexpected token at |^'$",
+        instead=r"^warning: unreadable records left out \(see the degraded notes\): ",
+        compat="#one-bad-record", why="one unreadable record is a warning naming it, not a failure")
+      for name, steps in (("status_liveness", (8,)), ("status_batch_scope_notes", (10,)))),
     MessageMayDiffer(
         scenario="doctor_local", steps=(11,), golden=r"^state unreadable: unexpected token at |^'$",
         instead=r"^heartbeats: invalid JSON in record heartbeats/bad\.json$",

@@ -46,6 +46,8 @@ COMPAT_DOC = REPO / "docs" / "compat.md"
 SETS: dict[str, tuple[str, str]] = {
     "scenarios": ("scenarios.sh", "golden"),
     "scenarios2": ("scenarios2.sh", "golden2"),
+    # minimal sequences the differential tester found (tests/conformance/differential.py)
+    "differential": ("differential.sh", "golden3"),
 }
 
 # A whole scenario (begin .. finish) must run well inside 30 s: expiries written
@@ -524,6 +526,25 @@ def message_mismatches(name: str, golden: str, ours: str) -> list[MessageMismatc
     return out
 
 
+def text_differences(name: str, golden: str, ours: str) -> list[Difference]:
+    """The differential tester's text check (kinds stdout-text, stderr): text
+    stdout line by line, and agent-coord's first stderr line must appear in
+    one of ours."""
+    g, o = parse_messages(golden), parse_messages(ours)
+    out = []
+    for i, step in g.items():
+        mine = o.get(i)
+        if mine is None:
+            continue
+        if step.stdout != mine.stdout:
+            out.append(Difference(name, "stdout-text", step=i, golden="\n".join(step.stdout),
+                                  ours="\n".join(mine.stdout)))
+        first = next((line for line in step.stderr if line.strip()), None)
+        if first is not None and not any(first in line for line in mine.stderr):
+            out.append(Difference(name, "stderr", step=i, golden=first, ours="\n".join(mine.stderr)))
+    return out
+
+
 # ---------------------------------------------------------------- allowances
 
 def path_matches(path: Path_, pattern: str) -> bool:
@@ -567,6 +588,26 @@ class Allowance:
     def id(self) -> str:
         parts = ",".join(c.removeprefix("step ").replace(" ", "-") for c in self.components())
         return f"{self.scenario}:{type(self).__name__}:{parts}"
+
+
+EVERY_SCENARIO = "*"
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldAddedEverywhere(Allowance):
+    """In every scenario (`scenario="*"`): an object key `field` that only ours has, in a
+    state file or a step's JSON — a field our records carry and agent-coord's do not
+    (its readers ignore unknown fields)."""
+
+    field: str = ""
+
+    def components(self) -> tuple[str, ...]:
+        return (self.field,)
+
+    def covers(self, d: Difference) -> str | None:
+        if isinstance(d, Difference) and d.kind == "key-extra" and d.path and d.path[-1] == self.field:
+            return self.field
+        return None
 
 
 def _steps(steps: Iterable[int] | None) -> tuple[str, ...]:
@@ -691,6 +732,21 @@ class MessageMayDiffer(Allowance):
         if self.instead is not None and not any(re.search(self.instead, o) for o in m.ours):
             return None
         return f"step {m.step}" if self.steps is not None else "any step"
+
+
+@dataclasses.dataclass(frozen=True)
+class TextMayDiffer(Allowance):
+    """The differential set's text check: step N's text stdout may differ."""
+
+    steps: tuple[int, ...] = ()
+
+    def components(self) -> tuple[str, ...]:
+        return _steps(self.steps)
+
+    def covers(self, d: Difference) -> str | None:
+        if d.scenario == self.scenario and d.kind == "stdout-text" and d.step in self.steps:
+            return f"step {d.step}"
+        return None
 
 
 def triage(items: Sequence[Any], allowances: Sequence[Allowance]

@@ -6,6 +6,9 @@
 * test_messages[NAME]: the softer check - every stderr line agent-coord
   printed appears in one of our stderr lines of that step (ours may say more),
   except allowed.MESSAGES.
+* test_text_output[NAME]: for the differential tester's scenarios (set
+  "differential"), whose differences were often in text renderings: every
+  step's text stdout equals agent-coord's, line for line (after masking).
 * test_allowance_still_needed[ID]: every allow-list entry, and each of its
   steps / file patterns, still covers a difference (otherwise it is stale).
 * test_compat_anchors_exist: every cited docs/compat.md anchor exists.
@@ -20,6 +23,7 @@ import pytest
 
 from conformance import allowed
 from conformance.harness import (
+    EVERY_SCENARIO,
     SCENARIOS,
     Runner,
     COMPAT_DOC,
@@ -33,12 +37,13 @@ from conformance.harness import (
     markdown_anchors,
     message_mismatches,
     parse_strict,
+    text_differences,
     triage,
     unified,
 )
 
 NAMES = list(SCENARIOS)
-ALL_ALLOWANCES: list[Allowance] = allowed.STRICT + allowed.MESSAGES
+ALL_ALLOWANCES: list[Allowance] = allowed.STRICT + allowed.MESSAGES + allowed.TEXT
 
 
 def _run(conformance: Runner, name: str) -> Run:
@@ -62,7 +67,7 @@ def _message_mismatches(run: Run) -> list[MessageMismatch]:
 
 
 def _for(name: str, allowances: Sequence[Allowance]) -> list[Allowance]:
-    return [a for a in allowances if a.scenario == name]
+    return [a for a in allowances if a.scenario in (name, EVERY_SCENARIO)]
 
 
 def _labels(run: Run) -> dict[int, str]:
@@ -115,17 +120,46 @@ def test_messages(conformance: Runner, scenario: str) -> None:
     pytest.fail("\n".join(lines), pytrace=False)
 
 
+def _text_differences(run: Run) -> list[Difference]:
+    return [d for d in text_differences(run.scenario.name,
+                                        run.scenario.golden_messages.read_text(encoding="utf-8"),
+                                        run.messages.read_text(encoding="utf-8"))
+            if d.kind == "stdout-text"]
+
+
+@pytest.mark.parametrize("scenario", [n for n in NAMES if SCENARIOS[n].set == "differential"])
+def test_text_output(conformance: Runner, scenario: str) -> None:
+    run = _run(conformance, scenario)
+    diffs, _used = triage(_text_differences(run), _for(scenario, allowed.TEXT))
+    if not diffs:
+        return
+    labels = _labels(run)
+    lines = [f"{scenario}: text stdout differs from agent-coord in {len(diffs)} step(s)",
+             f"  golden: {_rel(run.scenario.golden_messages)}; ours: {run.messages}"]
+    for d in diffs:
+        lines += [f"  - step {d.step} [{labels.get(d.step, '')}]",
+                  unified(d.golden, d.ours, "agent-coord")]
+    pytest.fail("\n".join(lines), pytrace=False)
+
+
 @pytest.mark.parametrize("allowance", ALL_ALLOWANCES, ids=lambda a: a.id)
 def test_allowance_still_needed(conformance: Runner, allowance: Allowance) -> None:
-    run = _run(conformance, allowance.scenario)
-    if allowance in allowed.STRICT:
-        items: list[Any] = _strict_differences(run)
-        family = allowed.STRICT
-    else:
-        items = _message_mismatches(run)
-        family = allowed.MESSAGES
-    _left, used = triage(items, _for(allowance.scenario, family))
-    stale = [c for c in allowance.components() if c not in used[allowance]]
+    everywhere = allowance.scenario == EVERY_SCENARIO
+    used_parts: set[str] = set()
+    for name in (NAMES if everywhere else [allowance.scenario]):
+        run = _run(conformance, name)
+        if allowance in allowed.STRICT:
+            items: list[Any] = _strict_differences(run)
+            family = allowed.STRICT
+        elif allowance in allowed.TEXT:
+            items = _text_differences(run)
+            family = allowed.TEXT
+        else:
+            items = _message_mismatches(run)
+            family = allowed.MESSAGES
+        _left, used = triage(items, _for(name, family))
+        used_parts |= used[allowance]
+    stale = [c for c in allowance.components() if c not in used_parts]
     if stale:
         pytest.fail(f"stale allowance {allowance.id} ({allowance.compat}): "
                     f"{', '.join(stale)} no longer differ(s) that way from agent-coord - "
@@ -138,6 +172,8 @@ def test_allow_list_is_well_formed() -> None:
     ids = [a.id for a in ALL_ALLOWANCES]
     problems += [f"duplicate entry {i}" for i in sorted({i for i in ids if ids.count(i) > 1})]
     for a in ALL_ALLOWANCES:
+        if a.scenario == EVERY_SCENARIO:
+            continue
         if a.scenario not in SCENARIOS:
             problems.append(f"{a.id}: no scenario {a.scenario!r}")
             continue
@@ -177,7 +213,7 @@ def test_scenarios_have_goldens() -> None:
     assert len(declared) == len(set(declared)) == len(NAMES)
     missing = [f"{s.name}: {_rel(p)}" for s in SCENARIOS.values()
                for p in (s.golden, s.golden_messages) if not p.is_file()]
-    recorded = {p.name.split(".")[0] for d in ("golden", "golden2")
+    recorded = {p.name.split(".")[0] for d in ("golden", "golden2", "golden3")
                 for p in (FIXTURES / d).glob("*.txt")}
     orphans = sorted(recorded - set(declared))
     assert not missing and not orphans, f"missing goldens: {missing}; goldens of no scenario: {orphans}"

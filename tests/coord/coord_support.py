@@ -49,5 +49,10 @@ def all_files(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
 
 
+def token(clock, **delta) -> int:
+    """The fencing token of a grant made at the clock's time (+ delta): its microseconds."""
+    return int((clock.now() + dt.timedelta(**delta)).timestamp() * 1_000_000)
+
+
 def ts(clock, **delta) -> str:
     return format_ts(clock.now() + dt.timedelta(**delta))

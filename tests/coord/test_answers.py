@@ -118,7 +118,7 @@ async def test_wait_until_answered_polls_then_times_out_or_returns_the_answer(ct
 
     done = await answers.wait_until_answered(ctx, batch_id=BATCH, event_id=help_id,
                                              poll_seconds=1.0, timeout=60, sleep=answer_on_second_sleep)
-    assert done["exit_code"] == 0 and done["answer"]["message"] == "now"
+    assert done["exit_code"] == 0 and done["answer"]["message"] == "now", (done, slept)
     assert done["detail"] == f"help_requested {help_id} of batch {BATCH} answered by lead: now"
     with pytest.raises(UsageError):
         await answers.wait_until_answered(ctx, batch_id=BATCH, event_id="20260101T000000.000000Z-deadbeef")
@@ -136,16 +136,21 @@ async def test_hundred_concurrent_waiters_of_one_batch_share_one_listing(ctx, st
     assert shared.reads - before == 1  # one listing for 100 waiters (same hour: one cursor)
 
 
+STAMPED = {"written_by": {"daemon": "agentcoordd", "agent_id": "lead"}}
+
+
 def test_open_requests_are_the_unanswered_ones_oldest_first(clock) -> None:
     events = [
         {"batch_id": "b1", "type": "help_requested", "event_id": "e1", "at": "2026-06-13T00:00:00Z"},
         {"batch_id": "b1", "type": "escalation_requested", "event_id": "e2", "at": "2026-06-13T00:10:00Z"},
         {"batch_id": "b1", "type": "help_requested", "event_id": "e3", "at": "2026-06-13T00:20:00Z"},
-        {"batch_id": "b1", "type": "help_answered", "reply_to": "e3", "event_id": "e4"},
+        {"batch_id": "b1", "type": "help_answered", "reply_to": "e3", "event_id": "e4", **STAMPED},
         # a wrongly typed answer answers nothing; another batch's answer neither
-        {"batch_id": "b1", "type": "help_answered", "reply_to": "e2", "event_id": "e5"},
-        {"batch_id": "b2", "type": "help_answered", "reply_to": "e1", "event_id": "e6"},
+        {"batch_id": "b1", "type": "help_answered", "reply_to": "e2", "event_id": "e5", **STAMPED},
+        {"batch_id": "b2", "type": "help_answered", "reply_to": "e1", "event_id": "e6", **STAMPED},
         {"batch_id": "b1", "type": "note", "event_id": "e7"},
+        # nor one written around the daemon (no stamp: coord.trust)
+        {"batch_id": "b1", "type": "help_answered", "reply_to": "e1", "event_id": "e8"},
     ]
     found = open_requests(events, clock.now())
     assert [(r["event_id"], r["age_seconds"]) for r in found] == [("e1", 1800.0), ("e2", 1200.0)]

@@ -195,15 +195,22 @@ async def test_malformed_batch_state_is_unknown(ctx: Ctx, root: Path, manifest: 
     assert reason in result["reason"]
 
 
-async def test_unreadable_event_makes_the_trail_unknown(ctx: Ctx, root: Path, trail: Trail) -> None:
-    register(root, [lane("backend", "agent-a", "1")])
+async def test_an_unreadable_event_is_named_and_left_out_of_the_trail(
+        ctx: Ctx, root: Path, trail: Trail) -> None:
+    register(root, [lane("backend", "agent-a", "1"), lane("docs", "agent-b", "2")])
     trail.acquired("agent-a")
     trail.released("agent-a")
     put(root, "events/b1/zzz.json", "{not json")
+    put(root, "events/b1/zzy.json", "[" * 100 + "]" * 100)
 
     result = await audit(ctx)
 
-    assert (result["verdict"], result["exit_code"]) == ("unknown", 2)
+    # it can only add evidence: the complete lane stays complete, the other incomplete
+    assert (result["verdict"], result["exit_code"]) == ("incomplete", 1)
+    assert [(r["name"], r["complete"]) for r in result["lanes"]] == [("backend", True), ("docs", False)]
+    assert [u["path"] for u in result["unreadable"]] == ["events/b1/zzy.json", "events/b1/zzz.json"]
+    assert "nested 100 levels deep" in result["unreadable"][0]["reason"]
+    assert "events/b1/zzz.json" in ctx.warnings[-1]
 
 
 async def test_non_object_event_makes_the_trail_unknown(ctx: Ctx, root: Path, trail: Trail) -> None:
@@ -286,8 +293,24 @@ async def test_non_object_lane_is_reported_malformed_and_incomplete(ctx: Ctx, ro
 
     assert result["verdict"] == "incomplete"
     assert [item["malformed"] for item in result["lanes"]] == [False, True, True]
-    assert result["lanes"][1] == {"name": None, "owner": None, "targets": [], "event_count": 0,
+    # agent-coord's UNKNOWN placeholders, not null (differential scenario audit_lane_without_owner)
+    assert result["lanes"][1] == {"name": "UNKNOWN", "owner": "UNKNOWN", "targets": [], "event_count": 0,
                                   "missing": ["claim.acquired", "terminal"], "complete": False, "malformed": True}
+
+
+async def test_lane_without_owner_admits_nobody(ctx: Ctx, root: Path, trail: Trail) -> None:
+    """agent-coord's rule: only a lane's owner (or a claimant of a lane that has one)
+    is admitted, so an owner-less lane's acquisition leaves its lineage invalid and
+    its closeout unauthorised: incomplete, never complete."""
+    register(root, [{"name": "backend", "targets": ["1"]}])
+    trail.acquired("agent-a")
+    trail.released("agent-a")
+
+    result = await audit(ctx)
+
+    assert result["verdict"] == "incomplete"
+    assert result["lanes"][0]["owner"] == "UNKNOWN"
+    assert result["lanes"][0]["missing"] == ["terminal", "lifecycle"]
 
 
 async def test_duplicated_lane_names_never_complete(ctx: Ctx, root: Path, trail: Trail) -> None:

@@ -14,13 +14,13 @@ import pytest
 
 from agentcoordd.coord import claims
 from agentcoordd.coord.common import CAS_ATTEMPTS
-from agentcoordd.coord.context import Ctx
+from agentcoordd.coord.context import Ctx, LeasePolicy
 from agentcoordd.model.errors import ClaimRefused, OperationalError, UsageError
 from agentcoordd.model.identity import Identity
 from agentcoordd.model.records import Metadata
 from agentcoordd.store.base import Conflict, Unavailable
 from agentcoordd.store.local import LocalStore
-from coord_support import HOSTILE, all_files, batch_events, read, ts
+from coord_support import HOSTILE, all_files, batch_events, read, token, ts
 
 REPO, TARGET = "acme/widgets", "1"
 CLAIM = "claims/acme/widgets/1.json"
@@ -48,6 +48,16 @@ async def claim(ctx, agent="agent-a", **kwargs):
     return await claims.claim(ctx, agent_id=agent, **kwargs)
 
 
+async def claim_earlier(ctx, clock, agent="agent-a", hours=3, **kwargs):
+    """The holder's claim, acquired `hours` ago: before the heartbeats a test then writes
+    (a heartbeat older than the claim says nothing about its holder: coord/lease.py)."""
+    clock.advance(hours=-hours)
+    try:
+        return await claim(ctx, agent, **kwargs)
+    finally:
+        clock.advance(hours=hours)
+
+
 async def release(ctx, agent="agent-a", **kwargs):
     kwargs.setdefault("repo", REPO)
     kwargs.setdefault("target", TARGET)
@@ -66,6 +76,7 @@ async def test_claim_acquires_a_free_target_with_a_four_hour_lease(ctx, root, cl
         "target": TARGET,
         "agent_id": "agent-a",
         "branch": "feat/1",
+        "fencing_token": token(clock),
         "status": "active",
         "claimed_at": ts(clock),
         "updated_at": ts(clock),
@@ -99,14 +110,15 @@ async def test_same_holder_renewal_updates_metadata_and_keeps_the_rest(ctx, root
 
 async def test_renewal_keeps_the_claim_fields_and_drops_foreign_ones(ctx, store, root):
     """agent-coord (conformance claim_renew_lane_identity): a renewal carries the claim's
-    lane and metadata fields forward, nothing else."""
+    lane and metadata fields forward, nothing else. (`route` is a metadata field of ours,
+    docs/batch-records.md#routes: carried like the others.)"""
     await claim(ctx, meta=Metadata(thread_handle="th-1"))
     current = await store.get(CLAIM)
     await store.replace(CLAIM, dict(current.data, route="gpt/high", x_extra={"k": [1]}), current.version)
     await claim(ctx)
     record = read(root, CLAIM)
-    assert record["thread_handle"] == "th-1"
-    assert "route" not in record and "x_extra" not in record
+    assert (record["thread_handle"], record["route"]) == ("th-1", "gpt/high")
+    assert "x_extra" not in record
 
 
 async def test_a_renewal_on_another_branch_or_batch_is_a_new_acquisition(ctx, root, clock):
@@ -165,7 +177,7 @@ async def test_claim_is_refused_while_the_holders_heartbeat_is_stale(ctx, store,
 
 async def test_takeover_allowed_once_the_holders_heartbeat_is_dead(ctx, store, root, clock):
     """Golden claim_takeover_dead_heartbeat: dead heartbeat wins over an unexpired claim."""
-    await claim(ctx, branch="feat/1")
+    await claim_earlier(ctx, clock, branch="feat/1")
     await put_heartbeat(store, clock, "agent-a", updated={"minutes": -120}, expires={"minutes": -105})
     result = await claim(ctx, "agent-b")
     assert result["action"] == "taken_over"
@@ -178,11 +190,47 @@ async def test_takeover_allowed_once_the_holders_heartbeat_is_dead(ctx, store, r
         "claimed_at": ts(clock),
         "updated_at": ts(clock),
         "expires_at": ts(clock, hours=4),
+        "previous_holder": "agent-a",
+        "takeover_reason": "heartbeat_dead",
+        "fencing_token": token(clock),
     }
 
 
-async def test_dead_boundary_is_updated_at_plus_four_ttl(ctx, store, clock):
+async def test_a_dead_heartbeat_older_than_the_claim_does_not_free_it(ctx, store, root, clock):
+    """docs/compat.md#fresh-claims: the agent's heartbeat is from before this claim (an
+    earlier lane, yesterday); until the holder beats again the claim's expiry decides."""
+    await put_heartbeat(store, clock, "agent-a", updated={"minutes": -120}, expires={"minutes": -105})
+    await claim(ctx, ttl=600)
+    with pytest.raises(ClaimRefused) as excinfo:
+        await claim(ctx, "agent-b")
+    assert str(excinfo.value) == (
+        "CLAIM_REFUSED: active claim for acme/widgets#1 held by agent-a; heartbeat predates the "
+        f"claim; fallback claim expires at {ts(clock, minutes=10)}")
+    assert excinfo.value.liveness == "predates_claim"
+    clock.advance(minutes=10)  # the claim's own expiry is the fallback
+    result = await claim(ctx, "agent-b")
+    assert (result["action"], result["claim"]["takeover_reason"]) == ("taken_over", "claim_expired")
+
+
+async def test_a_live_heartbeat_older_than_the_claim_still_refuses(ctx, store, clock):
+    await put_heartbeat(store, clock, "agent-a", updated={"minutes": -1}, expires={"minutes": 14})
+    await claim(ctx, ttl=60)
+    clock.advance(minutes=5)  # the claim expired; the heartbeat is still live
+    with pytest.raises(ClaimRefused, match="heartbeat live"):
+        await claim(ctx, "agent-b")
+
+
+async def test_a_beat_after_the_claim_is_evidence_again(ctx, store, clock):
+    await put_heartbeat(store, clock, "agent-a", updated={"hours": -5}, expires={"hours": -4})
     await claim(ctx)
+    clock.advance(hours=2)
+    await store.delete("heartbeats/agent-a.json", (await store.get("heartbeats/agent-a.json")).version)
+    await put_heartbeat(store, clock, "agent-a", updated={"minutes": -90}, expires={"minutes": -75})
+    assert (await claim(ctx, "agent-b"))["claim"]["takeover_reason"] == "heartbeat_dead"
+
+
+async def test_dead_boundary_is_updated_at_plus_four_ttl(ctx, store, clock):
+    await claim_earlier(ctx, clock)
     # ttl 15 min, updated 60 min ago: exactly updated_at + 4 * ttl -> dead
     await put_heartbeat(store, clock, "agent-a", updated={"minutes": -60}, expires={"minutes": -45})
     assert (await claim(ctx, "agent-b"))["action"] == "taken_over"
@@ -275,7 +323,7 @@ async def test_losing_a_create_race_rereads_and_is_refused(store, root, clock):
 
 
 async def test_losing_a_takeover_race_to_a_live_rival_is_refused(store, root, clock):
-    await claims.claim(Ctx(store, clock), agent_id="agent-old", repo=REPO, target=TARGET)
+    await claim_earlier(Ctx(store, clock), clock, "agent-old", hours=6)
     await put_heartbeat(store, clock, "agent-old", updated={"hours": -5}, expires={"hours": -4})
 
     async def rival(inner):
@@ -348,8 +396,10 @@ async def test_hostile_identifier_on_claim_is_a_usage_error_leaving_no_file(ctx,
     assert all_files(root) == []
 
 
-@pytest.mark.parametrize("value", HOSTILE)
-@pytest.mark.parametrize("field", ["agent_id", "repo", "target", "handoff_to"])
+@pytest.mark.parametrize("field,value", [
+    pytest.param(field, p.values[0], id=f"{p.id}-{field}")
+    for p in HOSTILE for field in ("agent_id", "repo", "target", "handoff_to")
+    if (field, p.values[0]) != ("handoff_to", "")])  # an empty handoff destination is accepted
 async def test_hostile_identifier_on_release_is_a_usage_error_leaving_no_file(ctx, root, field, value):
     args = {"agent_id": "agent-a", "repo": REPO, "target": TARGET, "handoff_to": "agent-b", field: value}
     with pytest.raises(UsageError) as excinfo:
@@ -368,10 +418,25 @@ async def test_ttl_must_be_a_positive_integer(ctx, root, ttl):
 
 
 @pytest.mark.parametrize("ttl", [10**12, 2**53])
-async def test_a_lease_past_year_9999_expires_at_the_last_stamp(ctx, root, ttl):
-    """agent-coord takes any positive TTL; its five-digit years are clamped (docs/compat.md)."""
-    await claim(ctx, ttl=ttl)
+async def test_a_lease_past_year_9999_expires_at_the_last_stamp(store, root, clock, ttl):
+    """Under a policy that allows it, a five-digit year is clamped (docs/compat.md#expiry-clamp)."""
+    await claim(Ctx(store, clock, lease=LeasePolicy(max_ttl=2**53)), ttl=ttl)
     assert read(root, CLAIM)["expires_at"] == "9999-12-31T23:59:59Z"
+
+
+@pytest.mark.parametrize("ttl", [86_401, 10**12, 2**53])
+async def test_a_ttl_above_the_machines_maximum_is_refused_and_writes_nothing(ctx, root, ttl):
+    """Finding 5 of issue 40: `claim --ttl 99999999999999999999` blocked a target until 9999."""
+    with pytest.raises(UsageError, match="maximum lease of 86400s"):
+        await claim(ctx, ttl=ttl)
+    assert all_files(root) == []
+
+
+async def test_the_maximum_is_the_policys(store, root, clock):
+    ctx = Ctx(store, clock, lease=LeasePolicy(max_ttl=60))
+    with pytest.raises(UsageError, match="maximum lease of 60s"):
+        await claim(ctx, ttl=61)
+    assert (await claim(ctx, ttl=60))["claim"]["expires_at"] == ts(clock, seconds=60)
 
 
 @pytest.mark.parametrize(
@@ -425,6 +490,7 @@ async def test_acquisition_with_a_batch_emits_claim_acquired(ctx, root, clock):
         "target": TARGET,
         "branch": "feat/1",
         "phase": "claimed",
+        "fencing_token": token(clock),
         "at": ts(clock),
     }
 
@@ -461,11 +527,16 @@ async def test_renewal_into_another_batch_emits_claim_acquired_there(ctx, root):
 
 
 async def test_takeover_emits_claim_acquired_for_the_new_holder(ctx, store, root, clock):
-    await claim(ctx, batch_id="b1")
+    await claim_earlier(ctx, clock, batch_id="b1", hours=6)
     await put_heartbeat(store, clock, "agent-a", updated={"hours": -5}, expires={"hours": -4})
     clock.advance(seconds=1)
     await claim(ctx, "agent-b", batch_id="b1")
-    assert [e["agent_id"] for e in batch_events(root)] == ["agent-a", "agent-b"]
+    events = batch_events(root)
+    assert [e["agent_id"] for e in events] == ["agent-a", "agent-b"]
+    assert "previous_holder" not in events[0]
+    assert {k: events[1][k] for k in ("previous_holder", "takeover_reason", "message")} == {
+        "previous_holder": "agent-a", "takeover_reason": "heartbeat_dead",
+        "message": "taken over from agent-a: the holder's heartbeat is dead"}
 
 
 class FailingEventsStore:
@@ -539,7 +610,7 @@ async def test_renewal_with_a_new_session_without_machine_clears_the_stale_machi
 
 
 async def test_takeover_does_not_inherit_the_previous_holders_attribution(store, root, clock):
-    await claim(Ctx(store, clock, M5))
+    await claim_earlier(Ctx(store, clock, M5), clock, hours=6)
     await put_heartbeat(store, clock, "agent-a", updated={"hours": -5}, expires={"hours": -4})
     await claim(Ctx(store, clock), "agent-b")
     assert "machine_id" not in read(root, CLAIM) and "session_id" not in read(root, CLAIM)
@@ -558,6 +629,7 @@ async def test_release_by_the_holder_keeps_the_record_marked_released(ctx, root,
     """Golden release_plain."""
     await claim(ctx, batch_id="b1", branch="feat/1")
     claimed_at = read(root, CLAIM)["claimed_at"]
+    granted = token(clock)
     clock.advance(minutes=30)
     result = await release(ctx, meta=Metadata(pr_url="https://example.test/pr/1"))
     assert result["action"] == "released"
@@ -568,6 +640,7 @@ async def test_release_by_the_holder_keeps_the_record_marked_released(ctx, root,
         "agent_id": "agent-a",
         "batch_id": "b1",
         "branch": "feat/1",
+        "fencing_token": granted,  # a release keeps the grant's token
         "pr_url": "https://example.test/pr/1",
         "status": "released",
         "claimed_at": claimed_at,
@@ -636,6 +709,14 @@ async def test_handoff_release_stamps_the_handoff_fields(ctx, root):
         "handoff", "agent-b", "resume on feat/1",
     )
     assert record["status"] == "released"
+
+
+async def test_empty_handoff_destination_is_a_handoff_to_nobody_in_particular(ctx, root):
+    """As agent-coord (differential tester, scenario release_handoff_to_empty)."""
+    await claim(ctx, batch_id="b1")
+    assert (await release(ctx, handoff_to=""))["action"] == "released"
+    record = read(root, CLAIM)
+    assert (record["status"], record["release_mode"], record["handoff_to"]) == ("released", "handoff", "")
 
 
 async def test_handoff_fields_ride_on_claim_released(ctx, root, clock):

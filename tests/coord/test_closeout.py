@@ -141,7 +141,9 @@ async def test_terminal_release_releases_and_stamps_the_claim(store, root, clock
         "workspace": "default",
         "closed_by": {"agent_id": "agent-a", "machine": "m1"},
         "machine_id": "m1",
+        "fencing_token": record["fencing_token"],
     }
+    assert isinstance(record["fencing_token"], int)
 
 
 async def test_terminal_release_does_not_also_emit_claim_released(store, root, clock, claimed):

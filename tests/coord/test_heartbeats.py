@@ -11,6 +11,7 @@ import json
 import pytest
 
 from agentcoordd.coord import heartbeats
+from agentcoordd.coord.batches import register_batch
 from agentcoordd.coord.context import Ctx
 from agentcoordd.model.errors import OperationalError, UsageError
 from agentcoordd.model.identity import Identity
@@ -146,6 +147,15 @@ async def test_unknown_status_warns_and_still_succeeds(ctx, root):
     assert warning.startswith('status "mystery" is not in the canonical status vocabulary')
 
 
+async def test_unknown_status_is_warned_about_before_a_bad_ttl_refuses(ctx, root):
+    """agent-coord's order (differential tester): the status warning, then the TTL error."""
+    with pytest.raises(UsageError, match="--ttl must be positive"):
+        await beat(ctx, status="mystery", ttl=-5)
+    (warning,) = ctx.warnings
+    assert warning.startswith('status "mystery" is not in the canonical status vocabulary')
+    assert all_files(root) == []
+
+
 async def test_known_status_does_not_warn(ctx):
     await beat(ctx, status="Done")
     assert ctx.warnings == []
@@ -180,6 +190,17 @@ async def test_phase_transition_emits_phase_changed_with_previous_phase(ctx, roo
         "phase": "validating",
         "at": ts(clock),
     }
+
+
+async def test_a_phase_change_names_the_lane_of_the_registered_batch(ctx, root):
+    manifest = {"batch_id": "b1", "repo": "acme/widgets", "lanes": [
+        {"name": "api", "owner": "agent-a", "targets": ["1"]},
+        {"name": "ui", "owner": "agent-a", "targets": ["2"]}]}
+    await register_batch(ctx, manifest=json.dumps(manifest).encode())
+    await beat(ctx, repo="acme/widgets", target="1", batch_id="b1", meta=Metadata(phase="implementing"))
+    await beat(ctx, batch_id="b1", meta=Metadata(phase="validating"))
+    (event,) = [e for e in batch_events(root) if e["type"] == "phase.changed"]
+    assert (event["lane"], event["target"]) == ("api", "1")
 
 
 async def test_first_phase_assignment_emits_nothing(ctx, root):
@@ -290,7 +311,8 @@ async def test_a_phase_change_for_an_unusable_batch_id_is_a_warning(ctx, root):
     await heartbeats.heartbeat(ctx, agent_id="agent-a", batch_id="../x", meta=Metadata(phase="p1"))
     await heartbeats.heartbeat(ctx, agent_id="agent-a", meta=Metadata(phase="p2"))
     assert read(root, HB)["phase"] == "p2"
-    assert ctx.warnings == ["phase.changed event not recorded: invalid batch-id: ../x"]
+    assert len(ctx.warnings) == 1
+    assert ctx.warnings[0].startswith("phase.changed event not recorded: invalid batch-id: ../x (want ")
 
 
 async def test_heartbeat_for_an_agent_id_with_a_colon(ctx, root):

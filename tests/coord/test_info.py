@@ -28,13 +28,17 @@ def test_config_show_matches_the_existing_tool_plus_the_contract_working_statuse
     expected = recorded(fixtures_dir, "config-show-json.txt")
     # docs/compat.md: the telemetry contract's working statuses are listed too.
     expected["heartbeat_status_vocabulary"]["working"] += ["queued", "token_limit_pause", "continued"]
+    # docs/compat.md#reservation-exit-code: exit 4 now that reserve emits it.
+    expected["exit_codes"]["reservation_refused"] = 4
     assert config_info() == expected
 
 
 def test_exit_code_table_lists_only_emitted_codes() -> None:
+    """4 is listed now that the capacity reservation commands emit it (the spec: config
+    show reports exit 4 once those commands exist)."""
     codes = config_info()["exit_codes"]
-    assert sorted(codes.values()) == [1, 2, 3, 64]
-    assert 4 not in codes.values()
+    assert sorted(codes.values()) == [1, 2, 3, 4, 64]
+    assert codes["reservation_refused"] == 4
 
 
 def test_vocabulary_aliases_all_resolve_to_canonical_statuses() -> None:

@@ -98,7 +98,30 @@ async def test_claim_next_takes_the_first_takeable_lane_and_names_it_on_the_even
     acquired = [e for e in batch_events(ctx.store.root) if e["type"] == "claim.acquired"]
     assert [(e["lane"], e["target"]) for e in acquired] == [("urgent", "3")]
     second = await ready.claim_next(ctx, batch_id="b1", agent_id="w1")
-    assert second["lane"] == "shared"  # its own claim on `urgent` is not a second lane
+    # issue 40: a retry (its reply lost) gets the lane it holds back, never a second one
+    assert (second["lane"], second["action"], second["already_held"]) == ("urgent", "renewed", True)
+    acquired = [e for e in batch_events(ctx.store.root) if e["type"] == "claim.acquired"]
+    assert len(acquired) == 1
+    await release(ctx, agent_id="w1", repo="acme/widgets", target="3", terminal="done")
+    third = await ready.claim_next(ctx, batch_id="b1", agent_id="w1")
+    assert third["lane"] == "shared" and "already_held" not in third
+
+
+async def test_a_retried_claim_next_writes_the_acquisition_its_first_call_lost(ctx) -> None:
+    """A daemon killed between the claim write and its claim.acquired (issue 40, finding 3):
+    the agent's retry gets the lane back and the trail gets its one acquisition."""
+    await register_batch(ctx, manifest=manifest(lane("a", "1", pool=True)))
+    first = await ready.claim_next(ctx, batch_id="b1", agent_id="w1")
+    (path,) = [p for p in (ctx.store.root / "events" / "b1").glob("*.json")]
+    event_id = path.stem
+    path.unlink()  # the event the killed daemon never wrote
+    again = await ready.claim_next(ctx, batch_id="b1", agent_id="w1")
+    assert (again["lane"], again["already_held"]) == ("a", True)
+    (event,) = batch_events(ctx.store.root)
+    assert (event["event_id"], event["type"], event["lane"]) == (event_id, "claim.acquired", "a")
+    assert event["fencing_token"] == first["claim"]["fencing_token"]
+    await ready.claim_next(ctx, batch_id="b1", agent_id="w1")  # once: a third call adds nothing
+    assert len(batch_events(ctx.store.root)) == 1
 
 
 async def test_claim_next_moves_past_a_lane_someone_else_just_took(ctx) -> None:
@@ -172,8 +195,13 @@ async def test_wait_until_ready_returns_once_a_lane_is_ready(ctx) -> None:
 
     answer = await ready.wait_until_ready(ctx, "b1", "w1", poll_seconds=0.5, timeout=10, sleep=sleep)
     assert answer["exit_code"] == 0 and answer["lane"] == "b" and slept == [0.5, 0.5]
+    slept.clear()
     answer = await ready.wait_until_ready(ctx, "nope", "w1", poll_seconds=0.5, timeout=1, sleep=sleep)
-    assert answer["exit_code"] == 2 and answer["detail"] == "batch nope not found"
+    # a batch with no manifest and no event: nothing to wait for, said at once
+    why = "batch nope is not registered (check --batch-id)"
+    assert answer == {"batch_id": "nope", "detail": why, "unknown_batch": True, "exit_code": 2,
+                      "exit_error": why}
+    assert slept == []
 
 
 async def test_wait_until_ready_ends_when_nothing_is_left_open_for_the_agent(ctx) -> None:
@@ -236,11 +264,13 @@ async def test_claim_next_never_takes_over_a_claim_made_since_its_survey(ctx, cl
     with pytest.raises(ClaimRefused, match="claimed since the lane was surveyed"):
         await claim(ctx, agent_id="w1", repo="acme/widgets", target="1", batch_id="b1",
                     surveyed_holder=None)
-    # a plain claim would take it over (w2's heartbeat is dead); a survey that saw w2 may too
+    # w2's dead heartbeat is older than its claim: it says nothing about w2 since
+    # (docs/compat.md#fresh-claims), so the lane is held until w2 beats or the claim expires
     view = await ready.ready_lanes(ctx, batch_id="b1", agent_id="w1")
-    assert view["lanes"][0]["dead_holders"] == {"1": "w2"}
-    taken = await ready.claim_next(ctx, batch_id="b1", agent_id="w1")
-    assert taken["action"] == "taken_over" and taken["lane"] == "a"
+    assert view["lanes"][0]["held_by"] == [
+        {"target": "1", "agent_id": "w2", "liveness": "predates_claim"}]
+    with pytest.raises(ClaimRefused, match="no ready lane"):
+        await ready.claim_next(ctx, batch_id="b1", agent_id="w1")
 
 
 async def test_claim_next_skips_a_lane_closed_since_its_survey_without_claiming_it(

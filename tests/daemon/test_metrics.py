@@ -10,7 +10,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentcoordd import protocol as p
-from agentcoordd.daemon.metrics import Metrics, PrometheusMetrics, TimedStore
+from agentcoordd.daemon import metrics as metrics_mod
+from agentcoordd.daemon.metrics import FleetGauges, Metrics, PrometheusMetrics, TimedStore
 from agentcoordd.daemon.services import Services
 from agentcoordd.store.base import Conflict, NotFound
 from agentcoordd.store.local import LocalStore
@@ -78,6 +79,74 @@ def test_an_unreadable_outbox_costs_its_own_samples_not_the_scrape(tmp_path: Pat
     (tmp_path / "outbox.jsonl").mkdir()  # reading it fails with IsADirectoryError
     found = samples(svc.metrics)  # type: ignore[arg-type]
     assert ("agentcoord_outbox_depth", frozenset()) not in found
-    assert found[("agentcoord_lanes", frozenset({("state", "active")}))] == 0
+    assert found[("agentcoord_keepalive_lanes", frozenset({("state", "active")}))] == 0
     assert found[("agentcoord_connections_open", frozenset())] == 2
     assert found[("agentcoord_connections_refused_total", frozenset({("reason", "limit")}))] == 5
+
+
+class Clock:
+    """The fleet gauges' clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def batch(batch_id: str, *states: str) -> dict[str, Any]:
+    return {"batch_id": batch_id, "lanes": [{"name": f"l{i}", "lane_state": s} for i, s in enumerate(states)]}
+
+
+def test_fleet_gauges_keep_registered_batches_only_and_let_old_ones_go(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    fleet = FleetGauges(now=clock)
+    fleet.open_requests("root", [{"batch_id": "ghost", "age_seconds": 5}], batch_id="ghost")
+    fleet.open_requests("root", [{"batch_id": "ghost", "age_seconds": 5}], batch_id=None)
+    assert fleet.batches() == []  # requests alone never make a batch a label
+
+    fleet.lanes("root", [batch("b1", "held", "dead_holder", "bogus"), batch("b2", "closed")], complete=True)
+    fleet.open_requests("root", [{"batch_id": "b1", "age_seconds": 30}, {"batch_id": "b1", "age_seconds": None},
+                                 {"batch_id": "b9", "age_seconds": 1}], batch_id=None)
+    seen = dict(fleet.batches())
+    assert (seen["b1"].lanes["held"], seen["b1"].lanes["dead_holder"], seen["b1"].lanes["unknown"]) == (1, 1, 1)
+    assert (seen["b1"].open_requests, seen["b1"].oldest_request_at) == (2, clock.now - 30)
+    assert (seen["b2"].open_requests, seen["b2"].told_requests) == (0, True)
+
+    # a batch view keeps what it does not tell; another store's full listing leaves b1 alone
+    fleet.lanes("root", [batch("b1", "closed", "closed", "closed")], complete=False)
+    fleet.lanes("other", [], complete=True)
+    assert dict(fleet.batches())["b1"].open_requests == 2 and "b2" in dict(fleet.batches())
+    # the same store's full listing without b2: b2 left (archived or removed)
+    fleet.lanes("root", [batch("b1", "closed")], complete=True)
+    assert [b for b, _ in fleet.batches()] == ["b1"]
+    # an hour without a view: forgotten
+    clock.now += metrics_mod.FLEET_FORGET_AFTER + 1
+    assert fleet.batches() == []
+
+    monkeypatch.setattr(metrics_mod, "FLEET_MAX_BATCHES", 3)
+    for n in range(5):
+        clock.now += 1
+        fleet.lanes("root", [batch(f"b{n}", "held")], complete=False)
+    assert [b for b, _ in fleet.batches()] == ["b2", "b3", "b4"]  # the least recently seen left
+
+
+def test_fleet_gauges_are_exposed_per_batch_and_state(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_COORD_MACHINE_ID", "m-1")
+    metrics = Services.build(Server(), str(tmp_path), log=None).metrics
+    assert isinstance(metrics, PrometheusMetrics) and metrics.fleet is not None
+    metrics.fleet.lanes("root", [batch("b1", "held", "stale_holder")], complete=False)
+    found = samples(metrics)
+    assert found[("agentcoord_batch_lanes", frozenset({("batch_id", "b1"), ("state", "stale_holder")}))] == 1
+    assert found[("agentcoord_batch_lanes", frozenset({("batch_id", "b1"), ("state", "released")}))] == 0
+    assert ("agentcoord_open_requests", frozenset({("batch_id", "b1")})) not in found  # not told yet
+    assert found[("agentcoord_daemon_info", frozenset({("version", p.DAEMON_VERSION), ("machine", "m-1"),
+                                                       ("protocol", str(p.PROTOCOL_VERSION))}))] == 1
+
+
+def test_a_request_outcome_tells_a_timeout_from_an_error() -> None:
+    assert [metrics_mod.outcome(code, timed_out) for code, timed_out in
+            ((0, False), (1, False), (2, False), (2, True), (3, False), (64, False))] == \
+        ["ok", "usage", "error", "timeout", "refused", "error"]

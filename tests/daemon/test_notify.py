@@ -4,12 +4,13 @@ real files in a temp dir; the end-to-end behaviour is tests/integration/test_not
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+
+from machine_config import machine
 
 from agentcoordd.daemon import notify
 from agentcoordd.daemon.dashboard import Dashboard
@@ -18,19 +19,6 @@ from agentcoordd.daemon.outbox import Outbox
 from agentcoordd.model.backoff import Backoff
 from agentcoordd.model.identity import Identity
 from agentcoordd.store.local import LocalStore
-
-
-def machine(tmp_path: Path, *, toml: str | None = None, env_file: str | None = None,
-            **env: str) -> dict[str, str]:
-    config = tmp_path / "config"
-    if toml is not None:
-        (config / "agentcoord").mkdir(parents=True, exist_ok=True)
-        (config / "agentcoord" / "agentcoordd.toml").write_text(toml)
-    if env_file is not None:
-        (config / "agent-coord").mkdir(parents=True, exist_ok=True)
-        (config / "agent-coord" / "env").write_text(env_file)
-    return {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(config),
-            "PATH": os.environ.get("PATH", os.defpath), **env}
 
 
 def test_environment_beats_env_file_beats_config_file(tmp_path: Path) -> None:
@@ -150,7 +138,8 @@ async def test_a_stop_requested_from_the_dashboard_is_handed_to_notifications(
         await tg.start(board.serve)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{board.port}") as client:
             response = await client.post("/api/stop", json={"batch_id": "b1"}, headers={
-                "Origin": f"http://127.0.0.1:{board.port}", "X-Agentcoord-CSRF": board.csrf_token})
+                "Origin": f"http://127.0.0.1:{board.port}", "X-Agentcoord-CSRF": board.csrf_token,
+                "Authorization": f"Bearer {board.token}"})
         tg.cancel_scope.cancel()
     assert response.status_code == 201, response.text
     [(path, record)] = seen

@@ -1,4 +1,4 @@
-"""The dashboard over real HTTP on loopback: API shapes, the two writes, refusals."""
+"""The dashboard over real HTTP on loopback: API shapes, the writes, refusals."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import anyio
 import httpx
 import pytest
 
+from agentcoordd.coord import events
+from agentcoordd.coord.context import Ctx
 from agentcoordd.daemon.dashboard import Dashboard, peer_allowed
 from agentcoordd.model.identity import Identity
 from agentcoordd.store.local import LocalStore
@@ -25,7 +27,9 @@ PROMPT = (
 
 
 def _client(board: Dashboard, **kwargs) -> httpx.AsyncClient:  # noqa: ANN003
-    return httpx.AsyncClient(base_url=f"http://127.0.0.1:{board.port}", timeout=10, **kwargs)
+    """A client of the daemon's user: it sends the token."""
+    return httpx.AsyncClient(base_url=f"http://127.0.0.1:{board.port}", timeout=10,
+                             headers={"Authorization": f"Bearer {board.token}"}, **kwargs)
 
 
 def _write_headers(board: Dashboard, **override: str) -> dict[str, str]:
@@ -55,9 +59,13 @@ async def test_overview_shape(dashboard: Dashboard, root: Path, clock) -> None: 
     (batch,) = data["batches"]
     assert batch["batch_id"] == "b-gen" and batch["repo"] == REPO and len(batch["lanes"]) == 8
     lane = batch["lanes"][0]
-    assert {"name", "owner", "machine", "host", "phase", "status", "liveness", "blocked_on", "pr", "qa"} <= set(lane)
+    assert {"name", "owner", "lane_state", "holder", "since", "machine", "host", "phase", "status",
+            "liveness", "blocked_on", "pr", "qa"} <= set(lane)
     assert lane["pr"] == "1000" and lane["qa"] == "passed" and lane["liveness"] == "live"
-    assert [lane["liveness"] for lane in batch["lanes"][:4]] == ["live", "stale", "dead", "no-heartbeat"]
+    # each lane from its own claim: a holder's liveness, and none without a holder
+    assert [(lane["lane_state"], lane.get("liveness")) for lane in batch["lanes"][:4]] == [
+        ("held", "live"), ("stale_holder", "stale"), ("dead_holder", "dead"), ("not_started", None)]
+    assert batch["lanes"][3]["status"] == "not started" and "holder" not in batch["lanes"][3]
     assert batch["lanes"][5]["blocked_on"] == ["b-gen:l4"]
     assert batch["stop"] == {"batch_id": "b-gen", "stop_requested": False, "stopped": False}
     assert len(data["claims"]) == 6 and len(data["heartbeats"]) == 6
@@ -78,7 +86,9 @@ async def test_batch_health_history_and_search_endpoints(dashboard: Dashboard, r
     assert detail["status"]["batches"][0]["batch_id"] == "b-gen"
     assert len(detail["history"]["events"]) == 8  # 6 lane.started + 2 QA events
     assert detail["stop"]["stop_requested"] is False
-    assert [w["signal"] for w in health["warnings"]] == ["lane_without_heartbeat"]  # lane l3 (no heartbeat)
+    assert sorted((w["lane"], w["signal"]) for w in health["warnings"]) == [
+        ("l1", "stale_holder"), ("l2", "dead_holder"), ("l3", "lane_without_heartbeat"),
+        ("l5", "stale_holder")]
     assert health["exit_code"] == 1
     assert len(history["events"]) == 3 and history["omitted"] == 5
     assert [lane["name"] for lane in by_pr["lanes"]] == ["l4"]
@@ -137,6 +147,88 @@ async def test_stop_request_appends_one_event_only(dashboard: Dashboard, root: P
     assert detail["stop"]["stop_requested"] is True
 
 
+async def _ask(root: Path, clock, batch: str = "b-gen") -> str:  # noqa: ANN001
+    """A help request in `batch` (recorded like `record-event` does); its event id."""
+    asked = await events.record_event(
+        Ctx(LocalStore(root), clock, Identity(machine_id="box-1")), batch_id=batch,
+        type="help_requested", lane="l1", agent_id="w-b-gen-1", message="which database?",
+        typed={"reason": "question"})
+    return asked["event"]["event_id"]
+
+
+async def test_answer_appends_one_answer_event_and_the_request_is_no_longer_open(
+        dashboard: Dashboard, root: Path, clock) -> None:  # noqa: ANN001
+    generate(root, "b-gen", 2, clock.now())
+    asked = await _ask(root, clock)
+    before = {p: p.read_bytes() for p in root.rglob("*.json")}
+
+    async with _client(dashboard) as client:
+        opened = (await client.get("/api/batch", params={"batch_id": "b-gen"})).json()
+        response = await client.post("/api/answer", headers=_write_headers(dashboard), json={
+            "batch_id": "b-gen", "to_event": asked, "message": "use staging", "decision": "proceed",
+            "agent_id": "lead"})
+        detail = (await client.get("/api/batch", params={"batch_id": "b-gen"})).json()
+
+    assert [r["event_id"] for r in opened["status"]["open_requests"]] == [asked]
+    assert response.status_code == 201, response.text
+    after = {p: p.read_bytes() for p in root.rglob("*.json")}
+    (new,) = sorted(set(after) - set(before))
+    assert all(after[p] == before[p] for p in before)  # nothing else touched
+    event = json.loads(after[new])
+    assert (event["type"], event["reply_to"], event["message"], event["decision"]) == (
+        "help_answered", asked, "use staging", "proceed")
+    # stamped like `agentcoordctl answer`: waiters take it
+    assert event["written_by"] == {"daemon": "agentcoordd", "machine_id": "ws-1", "agent_id": "lead"}
+    assert response.json()["event"]["event_id"] == event["event_id"]
+    assert "open_requests" not in detail["status"]
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({"batch_id": "b-gen", "to_event": "ASKED"}, "message is required"),
+        ({"batch_id": "b-gen", "to_event": "ASKED", "message": "   "}, "message is required"),
+        ({"batch_id": "b-gen", "to_event": "ASKED", "message": 42}, "message must be a string"),
+        ({"batch_id": "b-gen", "message": "yes"}, "to_event is required"),
+        ({"to_event": "ASKED", "message": "yes"}, "batch_id is required"),
+        ({"batch_id": "b-gen", "to_event": "ASKED", "message": "yes", "decision": ["x"]},
+         "decision must be a string"),
+        ({"batch_id": "b-gen", "to_event": "no-such-event", "message": "yes"}, "no event no-such-event"),
+        ({"batch_id": "b-gen", "to_event": "../../batches/b-gen", "message": "yes"}, "event"),
+        ({"batch_id": "../etc", "to_event": "ASKED", "message": "yes"}, "batch"),
+        ({"batch_id": "b-other", "to_event": "ASKED", "message": "yes"}, "no event"),
+        ({"batch_id": "b-gen", "to_event": "LANE_STARTED", "message": "yes"}, "nothing to answer"),
+        ({"batch_id": "b-gen", "to_event": "ASKED", "message": "x" * 70_000}, "too long"),
+        ([], "body must be a JSON object"),
+        ("not json", "body is not valid JSON"),
+    ],
+    ids=["no-message", "blank-message", "number-message", "no-event", "no-batch", "list-decision",
+         "unknown-event", "path-event", "path-batch", "other-batch", "not-a-request", "huge-message",
+         "array-body", "not-json"],
+)
+async def test_a_bad_answer_is_a_400_with_a_one_line_error_and_writes_nothing(
+        dashboard: Dashboard, root: Path, clock, body: object, error: str) -> None:  # noqa: ANN001
+    generate(root, "b-gen", 2, clock.now())
+    asked = await _ask(root, clock)
+    started = next(p.stem for p in (root / "events" / "b-gen").glob("*.json")
+                   if json.loads(p.read_text())["type"] == "lane.started")
+    if isinstance(body, dict):
+        body = {k: v.replace("ASKED", asked).replace("LANE_STARTED", started) if isinstance(v, str) else v
+                for k, v in body.items()}
+    before = sorted(root.rglob("*.json"))
+
+    async with _client(dashboard) as client:
+        response = await client.post("/api/answer", headers=_write_headers(dashboard, **{
+            "Content-Type": "application/json"}),
+            content=body.encode() if isinstance(body, str) else json.dumps(body).encode())
+
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == "application/json"
+    message = response.json()["error"]
+    assert error in message and "\n" not in message and "Traceback" not in message
+    assert sorted(root.rglob("*.json")) == before
+
+
 @pytest.mark.parametrize(
     ("override", "status"),
     [
@@ -155,8 +247,10 @@ async def test_writes_without_same_origin_and_token_are_refused(
     async with _client(dashboard) as client:
         stop = await client.post("/api/stop", json={"batch_id": "b1"}, headers=_write_headers(dashboard, **override))
         imp = await client.post("/api/import", json={"launch_prompt": PROMPT}, headers=_write_headers(dashboard, **override))
+        answer = await client.post("/api/answer", json={"batch_id": "b1", "to_event": "e1", "message": "m"},
+                                   headers=_write_headers(dashboard, **override))
 
-    assert (stop.status_code, imp.status_code) == (status, status)
+    assert (stop.status_code, imp.status_code, answer.status_code) == (status, status, status)
     assert list(root.rglob("*.json")) == []
 
 
@@ -213,3 +307,15 @@ async def test_the_dashboard_refuses_to_bind_a_non_loopback_address(root: Path, 
     board = Dashboard(lambda: LocalStore(root), clock)
     with pytest.raises(UsageError):
         await board.serve("0.0.0.0")
+
+
+async def test_overview_carries_the_host_limits(dashboard: Dashboard, root: Path, clock) -> None:  # noqa: ANN001
+    from agentcoordd.coord import host_limits
+
+    machine = Ctx(LocalStore(root), clock, identity=Identity(machine_id="ws-2"))
+    await host_limits.report(machine, workspace="default", quota_host="claude-max", scope="5h",
+                             resets_at="2026-06-13T05:00:00Z")
+    async with _client(dashboard) as client:
+        data = (await client.get("/api/overview")).json()
+    assert [(r["quota_host"], r["machine"], r["resets_at"], r["effective"])
+            for r in data["host_limits"]] == [("claude-max", "ws-2", "2026-06-13T05:00:00Z", True)]

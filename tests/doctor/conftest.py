@@ -1,6 +1,6 @@
 """Fixtures: a real agentcoordd per test (tests/integration helpers), one that
 runs as an unprivileged user (so permission bits are enforced even when the
-suite runs as root, as in CI), and a Worker under `wrangler dev` for the HTTP
+suite runs as root, as in CI: `agentcoord-other`), and a Worker under `wrangler dev` for the HTTP
 cases (tests/worker_fixture.py)."""
 
 from __future__ import annotations
@@ -28,18 +28,9 @@ DOCTOR_MACHINES: dict[str, tuple[list[str], list[str]] | None] = {
 }
 
 
-def _drop_privileges() -> list[str]:
-    """The command prefix that runs a child as `nobody` when we are root, else nothing."""
-    if os.geteuid() != 0:
-        return []  # permission bits already apply to us
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:  # pragma: no cover - util-linux is in every CI image we use
-        raise RuntimeError("running as root without setpriv: cannot drop privileges")
-    return [setpriv, "--reuid", "nobody", "--regid", "nogroup", "--clear-groups"]
-
-
 class UnprivilegedDaemon(Daemon):
-    """The daemon and every ctl call run as `nobody` (when the suite runs as root)."""
+    """The daemon and every ctl call run as `agentcoord-other` when the suite runs as root
+    (tests/conftest.py `permission_bits_apply`), as the suite's user otherwise."""
 
     prefix: list[str]
 
@@ -74,22 +65,21 @@ def _chown_tree(path: Path, uid: int, gid: int) -> None:
 
 
 @pytest.fixture
-def unprivileged_daemon() -> Iterator[UnprivilegedDaemon]:
+def unprivileged_daemon(permission_bits_apply: list[str]) -> Iterator[UnprivilegedDaemon]:
     """Started on demand (`d.start()`) so a test can arrange files first; call
     `d.hand_over()` after arranging to give the tree to the unprivileged user."""
     base = Path(tempfile.mkdtemp(prefix="acdr.", dir="/tmp"))
     made = make_daemon(base)
     d = UnprivilegedDaemon(**{k: getattr(made, k) for k in
                               ("base", "socket", "state_dir", "root", "log_path")})
-    d.prefix = _drop_privileges()
+    d.prefix = permission_bits_apply
     if d.prefix:
-        import pwd
-
-        nobody = pwd.getpwnam("nobody")
+        uid = int(d.prefix[d.prefix.index("--reuid") + 1])
+        gid = int(d.prefix[d.prefix.index("--regid") + 1])
         os.chmod(base, 0o755)
 
         def hand_over() -> None:
-            _chown_tree(base, nobody.pw_uid, nobody.pw_gid)
+            _chown_tree(base, uid, gid)
     else:
         def hand_over() -> None:
             return None

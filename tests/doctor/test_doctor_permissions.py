@@ -1,7 +1,8 @@
 """Unreadable root and unreadable record, with permission bits enforced.
 
 The suite may run as root (CI), where permission bits are not enforced; the
-daemon and every ctl call then run as `nobody` (setpriv), never skipped.
+daemon and every ctl call then run as `agentcoord-other` (setpriv,
+tests/conftest.py `permission_bits_apply`), never skipped in CI.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from etcd_cluster import EtcdCluster, running_cluster
 from agentcoordctl import client
 from agentcoordd import protocol as p
 from agentcoordd.model.timefmt import parse_ts
+from agentcoordd.store.base import decode_record
 from agentcoordd.store.etcd import _b64
 
 from .conftest import NO_LOCAL, EtcdDaemon, new_prefix
@@ -261,9 +262,13 @@ def test_without_quorum_claims_exit_2_and_succeed_once_a_member_is_back(
 
 # ---- keep-alive ------------------------------------------------------------------------
 
-LANE_TTL = 6  # seconds; elections here take well under a second
+# seconds. Elections take well under a second, but a renewal sent to a member as it
+# is killed can hang for the client's 5 s request timeout before the next endpoint is
+# tried (a loaded CI box once showed a 7 s gap): 15 s leaves that and a retry in margin,
+# and a renewal loop that stopped would still lapse within the kills.
+LANE_TTL = 15
 LANES = 3
-KILLING_FOR = 3 * LANE_TTL  # seconds of repeated leader kills (at least)
+KILLING_FOR = 2 * LANE_TTL  # seconds of repeated leader kills (at least)
 ELECTIONS = 3  # leader kills (at least): a loaded machine restarts members slower
 
 
@@ -292,7 +297,7 @@ def _history(racer: EtcdDaemon, path: str) -> list[dict[str, Any]]:
                 if not kvs:
                     break
                 mod = int(kvs[0]["mod_revision"])
-                versions[mod] = store._decode(base64.b64decode(kvs[0]["value"]), path)
+                versions[mod] = decode_record(base64.b64decode(kvs[0]["value"]), path)
                 revision = mod - 1
             return [versions[k] for k in sorted(versions)]
         finally:

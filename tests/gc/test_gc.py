@@ -77,7 +77,10 @@ def root(tmp_path: Path) -> Path:
     put(r, "events/b1/e3.json", event("b1", "e3", ts(days=-11), type="phase", lane="backend", repo="acme/widgets", target="1", phase="implementing"))
     put(r, "events/b1/e4.json", event("b1", "e4", ts(days=-10, hours=-1), type="phase", lane="backend", repo="acme/widgets", target="1", phase="validating"))
     put(r, "events/b1/lane_closed-backend.json", lane_closed("b1", "backend", "1", ts(days=-10)))
-    # a non-synthetic orphan (no terminal marker) and a metadata-less legacy event stay hot
+    # a non-synthetic orphan (no terminal marker) stays hot; a synthetic metadata-less legacy
+    # event is its own orphan generation and compacts (the spec: "missing repository or
+    # target metadata ... rather than blocking cleanup"; agent-coord does, differential
+    # scenario gc_existing_archives_and_orphans)
     put(r, "events/b1/o1.json", event("b1", "o1", ts(days=-40), type="note", repo="acme/widgets", target="9"))
     put(r, "events/b1/legacy.json", event("b1", "legacy", ts(days=-40), type="note", synthetic=True))
     # a fully synthetic orphan generation compacts after the synthetic window
@@ -118,6 +121,7 @@ async def test_plan_covers_every_retention_row(root: Path) -> None:
         ("terminal_target_events", ("events/b1/e1.json", "events/b1/e2.json", "events/b1/e3.json",
                                     "events/b1/e4.json", "events/b1/lane_closed-backend.json")),
         ("synthetic_orphan_events", ("events/sim/s1.json", "events/sim/s2.json")),
+        ("synthetic_orphan_events", ("events/b1/legacy.json",)),
     }
     assert plan["mode"] == "dry-run"
     assert plan["policy"] == {"archive_days": 30, "hot_days": 7, "synthetic_hot_days": 1}
@@ -132,10 +136,10 @@ async def test_dry_run_writes_nothing(root: Path) -> None:
 async def test_execute_then_replay_then_expiry(root: Path) -> None:
     store = LocalStore(root)
     first = await gc.gc(ctx_for(store), execute=True)
-    assert len(first["actions"]) == 8
+    assert len(first["actions"]) == 9
     assert hot_files(root) == {
         "claims/acme/widgets/2.json", "claims/acme/widgets/4.json", "heartbeats/live.json",
-        "heartbeats/stale.json", "batches/b2.json", "events/b1/o1.json", "events/b1/legacy.json",
+        "heartbeats/stale.json", "batches/b2.json", "events/b1/o1.json",
         "events/sim/s3.json", "events/sim/s4.json",
     }
     # lock files of deleted records stay: never unlink a lock file
@@ -174,9 +178,10 @@ async def test_identical_compaction_retry_reuses_the_envelope(root: Path) -> Non
     crashing = CrashAfterArchive(root)
     with pytest.raises(OperationalError):
         await gc.gc(ctx_for(crashing), execute=True, prefixes=["events"])
-    assert any((root / "archive/events/b1").glob("compact-*.json"))
+    written = set((root / "archive/events/b1").glob("compact-*.json"))
+    assert written
     await gc.gc(ctx_for(LocalStore(root)), execute=True, prefixes=["events"])
-    assert len(list((root / "archive/events/b1").glob("compact-*.json"))) == 1
+    assert set((root / "archive/events/b1").glob("compact-*.json")) == written
     assert not (root / "events/b1/e1.json").exists()
 
 
@@ -225,9 +230,12 @@ async def test_record_renewed_after_planning_is_never_deleted(root: Path) -> Non
 
 
 async def test_oversized_envelope_fails_both_modes_before_any_write(root: Path) -> None:
-    put(root, "events/b1/huge.json", event("b1", "huge", ts(days=-13), type="phase",
-                                             lane="backend", repo="acme/widgets", target="1",
-                                             message="x" * (1024 * 1024)))
+    for n in range(5):  # each within the 256 KiB record bound (a phase change each: all
+        # retained), together over the 1 MiB envelope
+        put(root, f"events/b1/huge{n}.json", event("b1", f"huge{n}", ts(days=-13, seconds=n),
+                                                    type="phase", phase=f"p{n}", lane="backend",
+                                                    repo="acme/widgets", target="1",
+                                                    message="x" * (250 * 1024)))
     for execute in (False, True):
         with pytest.raises(OperationalError, match="1 MiB"):
             await gc.gc(ctx_for(LocalStore(root)), execute=execute)
@@ -290,9 +298,28 @@ async def test_archive_conflict_with_a_different_record_keeps_the_source(root: P
         "source_path": "claims/acme/widgets/1.json", "reason": "terminal_claim", "synthetic": False,
         "archived_at": ts(days=-1), "delete_after": ts(days=29), "data": {"other": True}})
     c = ctx_for(LocalStore(root))
-    await gc.gc(c, execute=True, prefixes=["claims"])
+    plan = await gc.gc(c, execute=True, prefixes=["claims"])
+    # agent-coord's rule: a source whose archive destination holds another record that
+    # has not expired stays hot (not planned at all)
+    assert "claims/acme/widgets/1.json" not in [a.get("source_path") for a in plan["actions"]]
     assert (root / "claims/acme/widgets/1.json").exists()
-    assert any("already holds a different record" in w for w in c.warnings)
+    assert json.loads((root / "archive/claims/acme/widgets/1.json").read_text())["data"] == {"other": True}
+
+
+async def test_an_expired_archive_copy_is_replaced_not_deleted(root: Path) -> None:
+    """agent-coord's replace_archive (differential scenario gc_existing_archives_and_orphans):
+    the expired copy at the destination is overwritten with the new source, which
+    leaves the hot family; no separate archive_expired delete of that path."""
+    put(root, "archive/claims/acme/widgets/1.json", {"schema_version": 1, "record_family": "archived_record",
+        "source_path": "claims/acme/widgets/1.json", "reason": "terminal_claim", "synthetic": False,
+        "archived_at": ts(days=-40), "delete_after": ts(days=-10), "data": {"other": True}})
+    plan = await gc.gc(ctx_for(LocalStore(root)), execute=True, prefixes=["claims"])
+    mine = [a for a in plan["actions"] if "claims/acme/widgets/1.json" in
+            (a.get("source_path"), a.get("archive_path"))]
+    assert [(a["action"], a["reason"]) for a in mine] == [("replace_archive", "expired_archive_replacement")]
+    assert not (root / "claims/acme/widgets/1.json").exists()
+    archived = json.loads((root / "archive/claims/acme/widgets/1.json").read_text())
+    assert archived["reason"] == "expired_archive_replacement" and archived["data"]["target"] == "1"
 
 
 async def test_envelopes_validate_against_the_published_archive_contract(root: Path, fixtures_dir: Path) -> None:

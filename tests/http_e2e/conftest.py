@@ -22,6 +22,8 @@ from integration.helpers import Daemon, make_daemon
 from worker_fixture import Scopes, WorkerServer, launch_worker
 
 FAMILIES = ["claims", "heartbeats", "batches", "events"]
+ADMISSION = ["host_limits", "capacity_profiles", "inboxes", "lane_occupancies",
+             "capacity_reservations", "capacity_holds"]
 PARTIAL_BATCH = "partial-b1"
 
 # Machines of the session's Worker.
@@ -33,6 +35,9 @@ E2E_MACHINES: dict[str, Scopes] = {
     # sees the batch and one of its events: the events listing is filtered
     "audit-partial": ([f"batches/{PARTIAL_BATCH}.json", f"events/{PARTIAL_BATCH}/e-visible.json"], []),
     "to-revoke": (FAMILIES, FAMILIES),
+    # planners: admission records only (docs/capacity.md)
+    "planner-a": (ADMISSION, ADMISSION),
+    "planner-b": (ADMISSION, ADMISSION),
 }
 
 

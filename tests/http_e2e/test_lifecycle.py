@@ -156,7 +156,7 @@ def test_an_id_with_dot_dot_inside_is_refused_before_any_request(
     a = node_factory("a", e2e_worker, "m-a")
     result = a.ctl("claim", "--agent-id", "a-codex", "--repo", repo, "--target", "a..b")
     assert result.returncode == 1, err(result)
-    assert err(result).strip() == "invalid target: a..b"
+    assert err(result).strip() == "invalid target: a..b (want an issue or PR number or id, e.g. 12)"
     listed = a.ctl("status", "--json")
     assert listed.returncode == 0, err(listed)
     assert "a..b" not in listed.stdout.decode()

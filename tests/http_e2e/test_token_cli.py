@@ -195,10 +195,12 @@ async def _try(cluster: Any, user: str, password: str, op: str, path: str) -> st
 
 def test_etcd_provision_grants_the_scopes_and_the_archive_mirror(etcd_auth: Any) -> None:
     machine = f"e-{uuid.uuid4().hex[:8]}"
-    result = ctl("token", "provision", "--etcd", machine, "--read-prefix", "claims/acme",
+    # The read scope in docs/etcd.md's notation, a directory with its trailing slash.
+    result = ctl("token", "provision", "--etcd", machine, "--read-prefix", "claims/acme/",
                  "--write-prefix", "claims/acme/widgets", "--write-prefix", f"heartbeats/{machine}.json",
                  env=root_env(etcd_auth))
     assert result.returncode == 0, result.stderr
+    assert "read claims/acme," in result.stderr.decode()
     password = result.stdout.decode().strip()
     assert password and password not in result.stderr.decode()
     assert "archive/claims/acme/widgets" in result.stderr.decode()

@@ -100,11 +100,15 @@ def test_status_names_the_record_and_shows_the_rest(torn_worker: WorkerServer, n
     assert f"unreadable records: {BAD_CLAIM}" in payload["section_notes"]["claims"]
     assert [c["path"] for c in payload["claims"] if c["repo"] == "acme/torn"] == [GOOD_CLAIM]
     assert BAD_EVENT in payload["section_notes"]["events"]
-    # UNKNOWN, as for a torn local file: exit 2 with the whole report, not a backend failure
-    assert result.returncode == 2
+    # one bad record is its own problem: the rest served, exit 0, the record named
+    assert result.returncode == 0
+    assert f"warning: unreadable records left out (see the degraded notes): {BAD_CLAIM}" in err(result)
     assert "backend" not in err(result) and "unexpected response" not in err(result)
     text = n.ctl("status")
     assert f"- unreadable records: {BAD_CLAIM}" in out(text)
+    # the status of that very target cannot be known: UNKNOWN
+    target = n.ctl("status", "--repo", "acme/torn", "--target", "1")
+    assert target.returncode == 2 and BAD_CLAIM in err(target)
 
 
 def test_gc_dry_run_leaves_it_untouched_and_succeeds(torn_worker: WorkerServer, node_factory: Any) -> None:

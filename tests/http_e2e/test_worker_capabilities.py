@@ -188,8 +188,21 @@ async def test_a_partly_readable_batch_is_listed_filtered(worker: WorkerServer) 
 
 def test_fixture_worker_has_no_capabilities(v1_worker: WorkerServer, e2e_worker: WorkerServer) -> None:
     assert httpx.get(v1_worker.url + "/v1/health").json() == {"status": "ok"}
-    assert sorted(httpx.get(e2e_worker.url + "/v1/health").json()["capabilities"]) == ["batch", "events"]
+    ours = httpx.get(e2e_worker.url + "/v1/health")
+    assert sorted(ours.json()["capabilities"]) == ["batch", "events", "time"]
     assert Path(WORKER_V1_DIR, "src", "index.ts").exists()
+
+
+def test_our_worker_stamps_every_answer_with_its_clock(e2e_worker: WorkerServer) -> None:
+    """X-Agentcoord-Time (Unix ms) on every response, errors too: clients measure how far
+    their clock is from the Worker's (docs/backends.md#clocks)."""
+    import time
+
+    for response in (httpx.get(e2e_worker.url + "/v1/health"),
+                     httpx.get(e2e_worker.url + "/v1/whoami"),  # 401: no token
+                     httpx.get(e2e_worker.url + "/nowhere")):
+        stamp = int(response.headers["x-agentcoord-time"])
+        assert abs(stamp / 1000 - time.time()) < 5, response
 
 
 def test_keep_alive_renewals_fence_and_keep_the_agents_writes_on_both_workers(

@@ -48,6 +48,18 @@ def read_until(fd: int, predicate: Callable[[bytes], bool], timeout: float = OUT
     return data
 
 
+def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
+    """check()'s first truthy value, polled every `interval` until `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"condition not met within {timeout:g}s")
+        time.sleep(interval)
+
+
 def interrupt(proc: subprocess.Popen, timeout: float = OUTPUT_WAIT) -> tuple[Any, Any]:
     """Ctrl-C, then what is left of its output once it ended."""
     proc.send_signal(signal.SIGINT)
@@ -96,13 +108,15 @@ class Daemon:
     log_path: Path
     proc: subprocess.Popen | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    # A command the daemon runs under (`faketime -f +300s`: a machine whose clock is off).
+    wrapper: list[str] = field(default_factory=list)
 
     # -- life cycle --
     def start(self, *args: str) -> subprocess.Popen:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [PYTHON, "-m", "agentcoordd.daemon.main", "--foreground", "--socket",
+                [*self.wrapper, PYTHON, "-m", "agentcoordd.daemon.main", "--foreground", "--socket",
                  str(self.socket), "--state-dir", str(self.state_dir), "--log-level", "debug",
                  *args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
@@ -165,6 +179,16 @@ class Daemon:
 
     def raw(self) -> RawClient:
         return RawClient(self.socket)
+
+    def dashboard_token(self) -> str:
+        """The token of its loopback HTTP server (the 0600 file beside the socket;
+        empty before the server has made one)."""
+        path = Path(f"{self.socket}.dashboard-token")
+        return path.read_text().strip() if path.exists() else ""
+
+    def dashboard_headers(self) -> dict[str, str]:
+        token = self.dashboard_token()
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 class RawClient:

@@ -155,7 +155,12 @@ def test_usage_errors_exit_1_not_2_with_one_line(daemon: Daemon) -> None:
                        (("claim", "--ttl", "ten"), "invalid argument: --ttl ten"),
                        (("claim", "--ttl", "\u00fc" * 5000), "invalid argument: --ttl \u00fc"),
                        (("no-such-command",), "unknown command: no-such-command"),
-                       (("status", "--events"), "missing argument: --events")):
+                       (("status", "--events"), "missing argument: --events"),
+                       (("claimm", "--agent-id", "a"),
+                        "unknown command: claimm; did you mean claim? (see 'agentcoordctl --help')"),
+                       (("batch", "stpo"), "unknown command: batch stpo; did you mean batch stop?"),
+                       (("claim", "--agnet-id", "a"), "invalid option: --agnet-id; did you mean "
+                        "--agent-id? (see 'agentcoordctl claim -h')")):
         result = daemon.ctl(*argv)
         assert result.returncode == 1, argv
         lines = err(result).strip().splitlines()

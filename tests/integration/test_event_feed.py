@@ -138,6 +138,32 @@ def test_a_late_event_with_an_earlier_at_is_delivered_once_marked_late(daemon: D
     assert listing(daemon, "b1", "--after", tail[0]["cursor"]) == []
 
 
+def test_an_event_of_the_same_second_after_a_reservation_id_is_not_late(daemon: Daemon) -> None:
+    """`at` has one-second resolution: within it a lane_closed reservation id sorts after
+    every time-sortable id, so what follows it in that second sorts before it — not late."""
+    from agentcoordd.model import ids as model_ids
+
+    record(daemon, "b1", "note")
+    follower = follow(daemon, "b1", "--until-type", "done", "--timeout", "60")
+    follower.take(1)
+    at = "2030-01-01T00:00:00Z"
+    folder = daemon.root / "events" / "b1"
+    closed = model_ids.lane_closed_event_id("api")
+    (folder / f"{closed}.json").write_text(json.dumps({
+        "event_id": closed, "batch_id": "b1", "type": "lane_closed", "lane": "api", "at": at}))
+    first = follower.take(1)
+    after = "20300101T000000.500000Z-0a0a0a0a"  # written half a second later
+    (folder / f"{after}.json").write_text(json.dumps({
+        "event_id": after, "batch_id": "b1", "type": "note", "at": at}))
+    second = follower.take(1)
+    record(daemon, "b1", "done")
+    follower.take(1)
+
+    assert follower.finish()[0] == 0
+    assert ids(first + second) == [closed, after]
+    assert "late" not in first[0] and "late" not in second[0]
+
+
 def test_follow_ends_with_exit_0_at_until_type_and_prints_it_last(daemon: Daemon) -> None:
     follower = follow(daemon, "b1", "--type", "note", "--until-type", "done", "--timeout", "60")
     time.sleep(0.5)
@@ -271,8 +297,9 @@ def test_the_dashboards_event_stream_resumes_after_last_event_id(daemon: Daemon)
     assert shown.returncode == 0, shown.stderr
     url = json.loads(shown.stdout)["url"] + "api/feed?batch_id=b1"
 
+    auth = daemon.dashboard_headers()
     got: list[str] = []
-    with httpx.stream("GET", url, headers={"Last-Event-ID": first}, timeout=10) as response:
+    with httpx.stream("GET", url, headers={"Last-Event-ID": first, **auth}, timeout=10) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
             if line.startswith("data: "):
@@ -280,8 +307,9 @@ def test_the_dashboards_event_stream_resumes_after_last_event_id(daemon: Daemon)
             if len(got) == 2:
                 break
     assert got == written[1:]
-    assert httpx.get(url, headers={"Last-Event-ID": "garbage"}, timeout=10).status_code == 400
-    assert httpx.get(url, headers={"Host": "evil.example"}, timeout=10).status_code == 403
+    assert httpx.get(url, headers={"Last-Event-ID": "garbage", **auth}, timeout=10).status_code == 400
+    assert httpx.get(url, headers={"Host": "evil.example", **auth}, timeout=10).status_code == 403
+    assert httpx.get(url, timeout=10).status_code == 401
 
 
 def test_a_follower_of_a_hung_daemon_follows_again_once_it_answers(daemon: Daemon) -> None:

@@ -212,3 +212,40 @@ def test_version_mismatch_is_reported_with_the_restart_command(short_dir: Path) 
     notice = result.stderr.decode()
     assert "agentcoordd 0.0.1 (pid 4242) is older than agentcoordctl" in notice
     assert "agentcoordctl daemon stop" in notice
+
+
+def test_a_client_resolving_another_socket_is_told_of_the_running_daemon(daemon: Daemon) -> None:
+    """One daemon per user (issue 42): a shell whose XDG variables differ from the running
+    daemon's (an MCP host passes few) is told which daemon runs instead of starting another."""
+    home = daemon.base / "home"
+    other_xdg = daemon.base / "elsewhere"
+    env = {"HOME": str(home), "XDG_STATE_HOME": str(other_xdg / "state"),
+           "XDG_RUNTIME_DIR": str(other_xdg / "run"), "AGENT_COORD_NO_AUTOSTART": ""}
+    described = (f"pid {daemon.proc.pid}, socket {daemon.socket}, state dir {daemon.state_dir}, "
+                 f"local state root ")
+    claim = ("claim", "--agent-id", "agent-a", "--repo", "acme/widgets", "--target", "7")
+    assert daemon.ctl(*claim).returncode == 0
+
+    # Nothing chose the socket: the running daemon serves, and says so (one line).
+    implicit = daemon.ctl("status", "--repo", "acme/widgets", "--target", "7", "--json",
+                          env=env, unset=("AGENT_COORD_SOCKET",))
+    assert implicit.returncode == 0, implicit.stderr.decode()
+    notice = implicit.stderr.decode()
+    assert notice.count("\n") == 1 and notice.startswith(f"notice: using the running agentcoordd ({described}")
+    assert f"would have started a second one on {other_xdg}/run/agentcoord/agentcoordd.sock" in notice
+    assert json.loads(implicit.stdout)["claims"][0]["agent_id"] == "agent-a"  # the same state
+    assert not (other_xdg / "run").exists()  # no second daemon
+
+    # AGENT_COORD_SOCKET names another socket: told, not overridden, nothing started.
+    elsewhere = str(other_xdg / "x.sock")
+    explicit = daemon.ctl(*claim, env={**env, "AGENT_COORD_SOCKET": elsewhere})
+    text = explicit.stderr.decode()
+    assert explicit.returncode == 2, text
+    assert text.count("\n") == 1 and text.startswith(f"agentcoordd already runs for this user ({described}")
+    assert f"AGENT_COORD_SOCKET names another socket, {elsewhere}: use that daemon with " \
+           f"AGENT_COORD_SOCKET={daemon.socket}" in text
+    assert not os.path.exists(elsewhere)
+
+    # Once the daemon stops, its entry goes.
+    daemon.stop()
+    assert list((home / ".local/state/agentcoord/daemons").iterdir()) == []

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import sys
 import textwrap
 import threading
@@ -119,8 +120,17 @@ def signal_events(d: Daemon) -> None:
                   ["note"]):
         ok(d.ctl("record-event", "--batch-id", "b1", "--agent-id", "agent-a", "--type", *typed))
     ok(d.ctl("batch", "stop", "--batch-id", "b1", "--message", "stop now"))
+    ok(d.ctl("batch", "block", "--batch-id", "b1", "--message", "which train?", "--decision", "A"))
     ok(d.ctl("release", "--agent-id", "agent-a", "--repo", REPO, "--target", "1",
              "--terminal", "abandoned", env={"AGENT_COORD_MACHINE_ID": "m1"}))
+    # claim.released:holder_exited: an agent process dies holding a keep-alive claim
+    agent = subprocess.Popen(["sleep", "60"])
+    ok(d.ctl("claim", "--agent-id", "agent-x", "--repo", REPO, "--target", "2", "--batch-id", "b1",
+             "--keep-alive", "--watch-pid", str(agent.pid)))
+    agent.kill()
+    agent.wait()
+    assert wait_for(lambda: any(e.get("release_mode") == "holder_exited"
+                                for e in written_events(d).values()), 10.0)
 
 
 def written_events(d: Daemon) -> dict[str, dict[str, Any]]:
@@ -185,7 +195,9 @@ def test_each_configured_signal_arrives_once_and_other_events_never(
     signal_events(d)
     assert_exactly_once(receiver, d)
     types = {post["body"]["event"]["type"] for post in receiver.posts}
-    assert not types & {"note", "claim.acquired", "claim.released"}
+    assert not types & {"note", "claim.acquired"}
+    assert [post["body"]["event"]["release_mode"] for post in receiver.posts
+            if post["body"]["event"]["type"] == "claim.released"] == ["holder_exited"]
     assert notifications(d) == []
 
 

@@ -76,7 +76,13 @@ def test_claim_next_claims_prints_and_attributes_the_lane(daemon: Daemon) -> Non
     assert lanes["api"]["complete"] is True  # the pool lane, closed by the agent that took it
     assert lanes["docs"]["missing"] == ["terminal"]
     again = daemon.ctl("claim", "--next", "--batch-id", "b1", "--agent-id", "w-docs", "--json")
-    assert json.loads(again.stdout)["lane"] == "ui"  # api done; its own docs is not a new lane
+    retried = json.loads(again.stdout)  # a retry gets the lane it holds back, never a second one
+    assert (retried["lane"], retried["action"], retried["already_held"]) == ("docs", "renewed", True)
+    assert "w-docs already holds lane docs of b1" in again.stderr.decode()
+    assert daemon.ctl("release", "--agent-id", "w-docs", "--repo", REPO, "--target", "3",
+                      "--terminal", "done", "--host", "m1").returncode == 0
+    after = daemon.ctl("claim", "--next", "--batch-id", "b1", "--agent-id", "w-docs", "--json")
+    assert json.loads(after.stdout)["lane"] == "ui"  # api and docs done
     refused = daemon.ctl("claim", "--next", "--batch-id", "b1", "--agent-id", "w-late")
     assert (refused.returncode, refused.stdout) == (3, b"")
     assert _one_line(refused) == refusal_line("b1", 0, 1, 1).strip()
@@ -221,15 +227,15 @@ def test_the_documented_pool_manifest_and_readme_loop_work_as_written(daemon: Da
     assert [row["name"] for row in view["lanes"]] == ["schema", "fixture-b", "fixture-a", "docs"]
     assert view["lanes"][3]["blocked_on"] == ["wave-10:fixture-a", "wave-10:fixture-b"]
     assert view["takeable"] == ["fixture-b", "fixture-a"]
-    for lane in ("fixture-b", "fixture-a"):
-        taken = daemon.ctl("claim", "--next", "--batch-id", "wave-10", "--agent-id", "w7",
+    for agent, lane in (("w7", "fixture-b"), ("w7", "fixture-b"), ("w9", "fixture-a")):
+        taken = daemon.ctl("claim", "--next", "--batch-id", "wave-10", "--agent-id", agent,
                            "--keep-alive")
         assert taken.returncode == 0 and f"claimed lane {lane} " in taken.stdout.decode()
     nothing = daemon.ctl("claim", "--next", "--batch-id", "wave-10", "--agent-id", "w8", "--keep-alive")
     assert nothing.returncode == 3
     assert _one_line(nothing) == refusal_line("wave-10", 1, 2, 0).strip()
-    for target in ("403", "402"):
-        assert daemon.ctl("release", "--agent-id", "w7", "--repo", REPO, "--target", target,
+    for agent, target in (("w7", "403"), ("w9", "402")):
+        assert daemon.ctl("release", "--agent-id", agent, "--repo", REPO, "--target", target,
                           "--terminal", "done", "--host", "m1").returncode == 0
     waited = daemon.ctl("wait", "--until-ready", "--batch-id", "wave-10", "--agent-id", "w8",
                         "--timeout", "600")

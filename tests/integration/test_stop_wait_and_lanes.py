@@ -7,6 +7,8 @@ import json
 import subprocess
 import time
 
+import pytest
+
 from agentcoordd import protocol as p
 
 from .helpers import PYTHON, Daemon, local_request
@@ -18,6 +20,28 @@ def out(result) -> str:
 
 def err(result) -> str:
     return result.stderr.decode()
+
+
+@pytest.fixture
+def daemon(daemon: Daemon) -> Daemon:
+    """A daemon whose root has batch b1 registered (a wait on an unknown batch ends at once)."""
+    manifest = daemon.base / "b1.json"
+    manifest.write_text(json.dumps({"batch_id": "b1", "lanes": [{"name": "a", "owner": "w-a", "targets": ["1"]}]}))
+    assert daemon.ctl("register-batch", "--file", str(manifest)).returncode == 0
+    return daemon
+
+
+@pytest.mark.parametrize("until", [("--until-stop-requested",), ("--until-ready",),
+                                   ("--until-unblocked", "--lane", "a"), ("--until-complete",),
+                                   ("--until-answered", "--event-id", "20260101T000000.000000Z-0a0a0a0a")])
+def test_every_wait_on_an_unknown_batch_ends_at_once_naming_it(daemon: Daemon, until: tuple) -> None:
+    started = time.monotonic()
+    result = daemon.ctl("wait", *until, "--batch-id", "b-typo", "--timeout", "600", "--json")
+    assert result.returncode == 2, err(result)
+    assert err(result) == "wait: batch b-typo is not registered (check --batch-id); nothing to wait for\n"
+    payload = json.loads(out(result))
+    assert (payload["condition"], payload["met"]) == (until[0].removeprefix("--"), False)
+    assert time.monotonic() - started < 10
 
 
 def test_wait_until_stop_requested_returns_at_once_when_the_batch_has_one(daemon: Daemon) -> None:

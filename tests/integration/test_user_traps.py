@@ -231,3 +231,64 @@ def test_batch_scoped_text_status_keeps_real_degradations_under_degraded(daemon:
     assert "scope: batch b1 (claims not checked)" in lines
     degraded = lines[lines.index("degraded") + 1:]
     assert degraded and "- not checked in batch scope" not in degraded
+
+
+# ---- 10. a terminal release without AGENT_COORD_MACHINE_ID (issue 42) --------------------
+
+def test_a_closeout_without_a_machine_id_says_how_to_finish_and_the_retry_repairs_it(
+        daemon: Daemon) -> None:
+    _register(daemon)
+    lane = ("--agent-id", "agent-a", "--repo", "acme/widgets", "--target", "1", "--batch-id", "b1")
+    assert daemon.ctl("claim", *lane).returncode == 0
+    closed = daemon.ctl("release", *lane, "--terminal", "done")
+    # agent-coord closes the lane too (exit 0, closed_by.machine UNKNOWN): so do we, and say how
+    # to finish it.
+    assert closed.returncode == 0, err(closed)
+    assert ("warning: lane api closed with closed_by.machine UNKNOWN: batch-audit will report it "
+            "incomplete; finish it by running this command again with AGENT_COORD_MACHINE_ID set "
+            "(or --host)\n") in err(closed)
+    audit = daemon.ctl("batch-audit", "--batch-id", "b1")
+    assert audit.returncode == 1 and "lane api owner agent-a incomplete" in out(audit)
+
+    repaired = daemon.ctl("release", *lane, "--terminal", "done", env={"AGENT_COORD_MACHINE_ID": "m5"})
+    assert repaired.returncode == 0, err(repaired)
+    assert "lane api: closed_by.machine UNKNOWN repaired to m5" in err(repaired)
+    event = json.loads(next((daemon.root / "events" / "b1").glob("lane_closed-*.json")).read_text())
+    assert event["closed_by"] == {"agent_id": "agent-a", "machine": "m5"}
+    manifest = json.loads((daemon.root / "batches" / "b1.json").read_text())
+    assert manifest["lanes"][0]["closed_by"] == {"agent_id": "agent-a", "machine": "m5"}
+    audit = daemon.ctl("batch-audit", "--batch-id", "b1")
+    assert "lane api owner agent-a complete" in out(audit), out(audit)
+
+    again = daemon.ctl("release", *lane, "--terminal", "done", env={"AGENT_COORD_MACHINE_ID": "m6"})
+    assert again.returncode == 0 and "repaired" not in err(again)  # a known machine stays
+    event = json.loads(next((daemon.root / "events" / "b1").glob("lane_closed-*.json")).read_text())
+    assert event["closed_by"]["machine"] == "m5"
+
+
+# ---- 11. value errors say what is accepted (issue 42) -------------------------------------
+
+def test_a_bad_target_or_repo_says_what_is_accepted_in_agent_coords_words(daemon: Daemon) -> None:
+    bad_target = daemon.ctl("claim", "--agent-id", "a", "--repo", "acme/widgets", "--target", "#12")
+    bad_repo = daemon.ctl("claim", "--agent-id", "a", "--repo", "https://github.com/acme/widgets",
+                          "--target", "12")
+    assert bad_target.returncode == 1 and bad_repo.returncode == 1  # agent-coord's exit code
+    assert err(bad_target) == "invalid target: #12 (want an issue or PR number or id, e.g. 12)\n"
+    assert err(bad_repo) == ("invalid target repo: https://github.com/acme/widgets "
+                             "(want owner/name, e.g. acme/widgets)\n")
+
+
+# ---- 12. a notice once per command (issue 42) --------------------------------------------
+
+def test_run_says_the_local_mode_notice_once_though_it_makes_three_requests(daemon: Daemon) -> None:
+    manifest = daemon.base / "batch.json"
+    manifest.write_text(json.dumps(BATCH))
+    assert daemon.ctl("register-batch", "--file", str(manifest),
+                      unset=("AGENT_COORD_STATE_ROOT",)).returncode == 0
+    done = daemon.ctl("run", "--agent-id", "agent-a", "--repo", "acme/widgets", "--target", "1",
+                      "--batch-id", "b1", "--done-on-success", "--", "true",
+                      unset=("AGENT_COORD_STATE_ROOT",), env={"AGENT_COORD_MACHINE_ID": "m5"})
+    assert done.returncode == 0, err(done)
+    notices = [line for line in err(done).splitlines() if line.startswith("notice: local mode")]
+    assert notices == [f"notice: local mode — single-machine only; state root: "
+                       f"{daemon.base / 'xdgstate' / 'agent-coordination'}"]

@@ -5,13 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agentcoordd import protocol as p
 from agentcoordd.model.liveness import liveness
-from integration.helpers import Daemon
+from integration.helpers import Daemon, wait_until  # noqa: F401 - the tests import it from here
 
 # Never let --watch-pid auto find the agent host that may be running this suite.
 NO_HOSTS = {"AGENT_COORD_AGENT_HOSTS": "no-such-agent-host"}
@@ -45,17 +44,6 @@ def heartbeat_raw(d: Daemon, agent_id: str) -> bytes:
 def state_of(record: dict[str, Any], at: float | None = None) -> str:
     now = dt.datetime.fromtimestamp(time.time() if at is None else at, dt.timezone.utc)
     return liveness(record.get("updated_at"), record.get("expires_at"), now)
-
-
-def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"condition not met within {timeout:g}s")
-        time.sleep(interval)
 
 
 def events(d: Daemon, batch_id: str) -> list[dict[str, Any]]:

@@ -73,7 +73,7 @@ def test_killing_the_watched_process_ends_renewal_then_the_heartbeat_goes_stale_
     assert heartbeat_raw(daemon, "watcher") == last
 
 
-def test_restarting_the_daemon_resumes_lanes_and_drops_those_whose_process_is_gone(
+def test_restarting_the_daemon_resumes_lanes_and_ends_those_whose_process_is_gone(
     daemon: Daemon,
 ) -> None:
     survivor = subprocess.Popen(["sleep", "60"])
@@ -91,8 +91,9 @@ def test_restarting_the_daemon_resumes_lanes_and_drops_those_whose_process_is_go
         daemon.start()
         wait_until(lambda: heartbeat(daemon, "stays")["updated_at"] != before, 3.0)
         rows = {r["agent_id"]: r for r in lanes(daemon)}
-        assert set(rows) == {"stays"} and rows["stays"]["state"] == "active"
-        assert rows["stays"]["watch_pid"] == survivor.pid
+        assert rows["stays"]["state"] == "active" and rows["stays"]["watch_pid"] == survivor.pid
+        # listed an hour with its end reason, as every lane that ends by itself
+        assert (rows["goes"]["state"], rows["goes"]["end_reason"]) == ("ended", "watched_process_exited")
         ended = wait_until(lambda: [e for e in events(daemon, "b-restart")
                                     if e["type"] == "lane.keepalive_ended"], 3.0)
         assert [(e["agent_id"], e["reason"]) for e in ended] == [("goes", "watched_process_exited")]
@@ -238,3 +239,26 @@ def test_watch_pid_auto_without_an_agent_host_says_it_relies_on_the_idle_timeout
     assert b"no agent host process (no-such-agent-host)" in result.stderr
     assert b"idle timeout (60s)" in result.stderr
     assert lane(daemon, "auto")["watch_pid"] is None
+
+
+def test_the_end_event_of_a_lane_claimed_by_target_names_the_lane(daemon: Daemon) -> None:
+    """A keep-alive claim made with --repo/--target (not claim --next) still ends with an
+    event that names its lane, so `events --lane` shows it (issue 44)."""
+    manifest = daemon.base / "batch.json"
+    manifest.write_text(json.dumps({"batch_id": "b-end", "repo": "acme/w", "lanes": [
+        {"name": "api", "owner": "w-api", "targets": ["7"]}]}))
+    assert ctl(daemon, "register-batch", "--file", str(manifest)).returncode == 0
+    watched = subprocess.Popen(["sleep", "60"])
+    try:
+        result = ctl(daemon, "claim", "--agent-id", "w-api", "--repo", "acme/w", "--target", "7",
+                     "--batch-id", "b-end", "--ttl", "30", "--keep-alive", "--watch-pid", str(watched.pid))
+        assert result.returncode == 0, result.stderr
+    finally:
+        watched.kill()
+        watched.wait()
+    ended = wait_until(lambda: [e for e in events(daemon, "b-end")
+                                if e["type"] == "lane.keepalive_ended"], 5.0)
+    assert [(e["lane"], e["reason"]) for e in ended] == [("api", "watched_process_exited")]
+    listed = ctl(daemon, "events", "--batch-id", "b-end", "--lane", "api", "--json")
+    types = [json.loads(line)["type"] for line in listed.stdout.decode().splitlines()]
+    assert "lane.keepalive_ended" in types and "claim.released" in types

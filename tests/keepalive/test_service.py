@@ -72,7 +72,7 @@ def test_socket_activation_serves_the_inherited_socket_and_notifies_systemd(daem
 
 
 def _rendered(kind: str, home: Path, env_file: Path, python: str) -> dict[Path, str]:
-    templates = REPO / "agentcoordctl" / "templates"
+    templates = REPO / "service"
     log = home / ".local" / "state" / "agentcoord" / "agentcoordd.log"
     if kind == "systemd":
         names = {home / ".config/systemd/user" / n: templates / "systemd" / n

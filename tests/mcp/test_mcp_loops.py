@@ -22,8 +22,9 @@ async def test_request_wait_answer_and_events_after_a_cursor(daemon: Daemon) -> 
 
         pending = result(await asker.call_tool("wait_answer", {
             "batch_id": BATCH, "event_id": request_id, "wait_seconds": 0.5}))
-        assert pending["is_error"] and pending["json"]["exit_class"] == "unknown", pending
+        assert pending["is_error"] and pending["json"]["exit_class"] == "timed_out", pending
         assert pending["json"]["output"]["met"] is False
+        assert pending["json"]["message"].startswith("wait: timed out after 0.5s ("), pending
 
         listed = result(await helper.call_tool("events", {"batch_id": BATCH}))
         assert not listed["is_error"], listed

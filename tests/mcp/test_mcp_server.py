@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client, StdioServerParameters, stdio_client
 
 from agentcoordctl.options import dump_json
@@ -24,7 +25,8 @@ from integration.helpers import Daemon, make_daemon
 SERVER = str(Path(sys.executable).with_name("agentcoord-mcp"))
 HOST = str(Path(__file__).with_name("mcp_host.py"))
 TOOLS = {"claim", "heartbeat", "release", "status", "record_event", "batch_audit", "doctor",
-         "answer", "wait_answer", "events", "ready", "claim_next"}
+         "answer", "wait_answer", "events", "ready", "claim_next", "register_batch", "wait_ready",
+         "limit_report"}
 
 
 @contextlib.asynccontextmanager
@@ -132,7 +134,11 @@ async def test_record_event_batch_audit_and_doctor_answer_as_ctl(daemon: Daemon)
     cli_event = daemon.ctl("record-event", "--batch-id", "b1", "--type", "help_requested",
                            "--reason", "lunch", "--agent-id", "agent-a", "--json")
     assert bad["is_error"] and bad["json"]["exit_class"] == "usage", bad
-    assert bad["json"]["message"] == cli_event.stderr.decode().strip().splitlines()[-1]
+    # ctl's line, in the tool's words: the argument, not the command-line flag
+    assert cli_event.stderr.decode().strip().splitlines()[-1] == \
+        "--reason must be one of: blocked-user-input, question, permission"
+    assert bad["json"]["message"] == \
+        "typed.reason must be one of: blocked-user-input, question, permission"
     cli_audit = daemon.ctl("batch-audit", "--batch-id", "b1", "--json")
     assert audit["is_error"] and audit["json"]["exit_class"] == "unknown", audit
     assert audit["json"]["output"] == json.loads(cli_audit.stdout)
@@ -179,11 +185,15 @@ def _lane(d: Daemon, agent_id: str) -> dict[str, Any]:
     return next(row for row in rows if row["agent_id"] == agent_id)
 
 
-def test_a_keep_alive_lane_ends_when_the_agent_host_exits(daemon: Daemon) -> None:
+@pytest.mark.parametrize("arguments", [
+    {"repo": "o/r", "target": "9", "keep_alive": {}},
+    {"repo": "o/r", "target": "9"},  # a plain claim is bound to the host too (issue 40)
+], ids=["keep-alive", "plain"])
+def test_a_claim_is_released_when_the_agent_host_exits(daemon: Daemon, arguments: dict) -> None:
     env = {**daemon.env(), "AGENT_COORD_AGENT_ID": "agent-k"}
     with open(daemon.base / "host.log", "a") as hostlog:
-        host = subprocess.Popen([sys.executable, HOST, SERVER], env=env, stdout=subprocess.PIPE,
-                                stderr=hostlog, cwd=str(daemon.base))
+        host = subprocess.Popen([sys.executable, HOST, SERVER, json.dumps(arguments)], env=env,
+                                stdout=subprocess.PIPE, stderr=hostlog, cwd=str(daemon.base))
     servers: list[int] = []
     try:
         assert host.stdout is not None
@@ -203,6 +213,14 @@ def test_a_keep_alive_lane_ends_when_the_agent_host_exits(daemon: Daemon) -> Non
             time.sleep(0.1)
             lane = _lane(daemon, "agent-k")
         assert lane["state"] == "ended" and lane["end_reason"] == "watched_process_exited", lane
+        # the claim is free in seconds, not after its 4 h lease
+        path = daemon.root / "claims" / "o" / "r" / "9.json"
+        while json.loads(path.read_text())["status"] != "released" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        claim = json.loads(path.read_text())
+        assert (claim["status"], claim["release_mode"]) == ("released", "holder_exited"), claim
+        taken = daemon.ctl("claim", "--agent-id", "next", "--repo", "o/r", "--target", "9")
+        assert taken.returncode == 0, taken.stderr
     finally:
         if host.poll() is None:
             host.kill()

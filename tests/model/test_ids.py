@@ -101,16 +101,21 @@ def test_dot_segments_in_a_repo_are_refused_naming_the_path():
     ("check", "value", "message"),
     [
         (ids.repo, "noslash", "invalid target repo: noslash"),
+        (ids.repo, "https://github.com/acme/widgets", "invalid target repo: https://github.com/acme/widgets"),
         (ids.target, "../x", "invalid target: ../x"),
-        (ids.target, "a/b", "invalid target: a/b"),
+        (ids.target, "#12", "invalid target: #12"),
         (ids.agent_id, "../x", "invalid agent-id: ../x"),
         (ids.batch_id, "../x", "invalid batch-id: ../x"),
     ],
 )
-def test_error_messages_match_the_existing_tool(check, value, message):
+def test_error_messages_start_with_the_existing_tools_and_say_what_is_accepted(check, value, message):
+    """agent-coord's words first (`invalid target: #12`), then what is accepted (issue 42)."""
     with pytest.raises(UsageError) as excinfo:
         check(value)
-    assert str(excinfo.value) == message
+    want = {ids.repo: "owner/name, e.g. acme/widgets", ids.target: "an issue or PR number or id, e.g. 12",
+            ids.agent_id: "letters, digits, '_', ':' and '-', with single dots between them, e.g. worker-1",
+            ids.batch_id: "letters, digits, '_', ':' and '-', with single dots between them, e.g. wave-10"}
+    assert str(excinfo.value) == f"{message} (want {want[check]})"
 
 
 def test_hostile_value_is_escaped_and_shortened_in_the_message():
@@ -119,7 +124,7 @@ def test_hostile_value_is_escaped_and_shortened_in_the_message():
     assert "..." in str(excinfo.value)
     with pytest.raises(UsageError) as excinfo:
         ids.agent_id("a\x00\n\udcff")
-    assert str(excinfo.value) == "invalid agent-id: a\\x00\\n\\udcff"
+    assert str(excinfo.value).startswith("invalid agent-id: a\\x00\\n\\udcff (want ")
 
 
 def test_layout_paths_follow_the_spec():
@@ -225,3 +230,19 @@ def test_attribution_ids_refuse_hostile_values(value):
         ids.attribution("AGENT_COORD_MACHINE_ID", value)
     assert_one_line_usage_error(excinfo)
     assert "AGENT_COORD_MACHINE_ID" in str(excinfo.value)
+
+
+def test_error_messages_keep_letters_and_escape_what_breaks_a_line() -> None:
+    """agent-coord prints `invalid batch-id: bé` (differential scenario
+    non_ascii_in_messages); controls, bidi marks and lone surrogates stay escaped."""
+    with pytest.raises(UsageError) as excinfo:
+        ids.batch_id("b\u00e9")
+    assert str(excinfo.value).startswith("invalid batch-id: b\u00e9 (want ")  # then what is accepted
+    assert ids.shown("a\nb\x1bc\u202ed\udcff") == "a\\nb\\x1bc\\u202ed\\udcff"
+
+
+def test_an_empty_repo_is_a_missing_one() -> None:
+    """agent-coord's words for `claim|release|status --repo ''` (differential tester)."""
+    with pytest.raises(UsageError, match="^missing required --repo$") as excinfo:
+        ids.repo("")
+    assert excinfo.value.exit_code == EXIT_USAGE

@@ -240,7 +240,7 @@ def test_sample_records_are_byte_identical_to_our_encoding(fixtures_dir):
     """Same pretty JSON as the existing tool: 2-space indent, `": "`, trailing newline."""
     for file in sample_files(fixtures_dir):
         data = file.read_bytes()
-        assert encode_record(json.loads(data)) == data, file.name
+        assert encode_record(json.loads(data), file.name) == data, file.name
 
 
 # ---- the lane_closed v2 contract ---------------------------------------------------

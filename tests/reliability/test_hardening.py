@@ -142,12 +142,13 @@ def test_hostile_numbers_are_one_line_usage_errors(daemon: Daemon, args: list[st
     _alive_and_serving(daemon)
 
 
-def test_a_huge_ttl_is_a_lease_until_the_last_stamp(daemon: Daemon) -> None:
-    """agent-coord takes any positive TTL (conformance claim_ttl_values); no overflow here."""
+def test_a_huge_ttl_is_refused_by_the_machines_lease_bound(daemon: Daemon) -> None:
+    """agent-coord takes any positive TTL (conformance claim_ttl_values) and blocks the target
+    until 9999; the machine's maximum lease refuses it (docs/compat.md#lease-bounds)."""
     result = daemon.ctl("claim", "--agent-id", "a", "--repo", "acme/widgets", "--target", "1",
                         "--ttl", "99999999999999999999")
-    assert result.returncode == 0, result.stderr.decode()
-    assert b"until 9999-12-31T23:59:59Z" in result.stdout
+    assert result.returncode == 1 and b"maximum lease of 86400s" in result.stderr
+    assert not (daemon.root / "claims/acme/widgets/1.json").exists()
 
 
 def test_a_claim_with_stdout_closed_is_exit_2_and_says_it_succeeded(daemon: Daemon) -> None:

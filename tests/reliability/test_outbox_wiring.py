@@ -26,7 +26,7 @@ def test_queue_on_failure_exits_0_with_action_queued_and_a_warning(daemon: Daemo
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
     assert payload["action"] == "queued" and payload["path"].startswith("events/b1/")
-    assert "warning: event queued for retry in the outbox" in result.stderr.decode()
+    assert "warning: the backend did not take the event: " in result.stderr.decode()
     raw = (daemon.state_dir / "outbox.jsonl").read_text()
     assert payload["event"]["event_id"] in raw and "acm_secret-token" not in raw  # never a token
 

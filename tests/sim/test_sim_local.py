@@ -24,7 +24,8 @@ def test_twenty_agents_forty_lanes_with_all_chaos_keep_every_invariant(run_dir: 
     assert result["violations"] == []
     assert s["lanes_terminal"] == 40
     assert s["feed_events"] == s["events"] and s["feed_missing"] == 0  # events --follow saw all
-    assert s["crashes"] >= 1 and s["takeovers"] >= s["crashes"] + 1  # crash takeovers + a stalled holder
+    # a crashed holder's claim is released by its daemon; a stalled one is taken over
+    assert s["crashes"] >= 1 and s["exit_releases"] >= s["crashes"] and s["takeovers"] >= 1
     assert s["handoffs"] >= 1 and s["fenced"] >= 1
     assert not info["timed_out"]
 

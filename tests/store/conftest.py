@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,13 +41,32 @@ def fresh_worker(tmp_path: Path) -> Iterator[WorkerServer]:
         yield server
 
 
+def _open(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "local":
+        return LocalStore(tmp_path / "state")
+    if request.param == "http":
+        return request.getfixturevalue("worker_server").store()
+    from agentcoordd.store.etcd import EtcdStore
+
+    return EtcdStore(request.getfixturevalue("etcd_server").endpoints,
+                     key_prefix=f"t-{uuid.uuid4().hex[:10]}")
+
+
 @pytest.fixture(params=["local", "http"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[LocalStore | HttpStore]:
     """Every backend, real: the conformance suite runs once per param."""
-    if request.param == "local":
-        backend: LocalStore | HttpStore = LocalStore(tmp_path / "state")
-    else:
-        backend = request.getfixturevalue("worker_server").store()
+    backend = _open(request, tmp_path)
+    try:
+        yield backend
+    finally:
+        await backend.aclose()
+
+
+@pytest.fixture(params=["local", "http", "etcd"])
+async def every_backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """A local root, the session's Worker, or etcd under a key prefix of its own (a test
+    module using it imports the `etcd_server` fixture from etcd_cluster)."""
+    backend = _open(request, tmp_path)
     try:
         yield backend
     finally:

@@ -8,6 +8,8 @@
 # machine without systemd there is nothing to start anyway); under systemd the
 # unit is also disabled and stopped.
 set -euo pipefail
+# shellcheck source=../../scripts/install-steps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/install-steps.sh"
 
 if command -v etcd >/dev/null 2>&1 && command -v etcdctl >/dev/null 2>&1; then
   echo "etcd-ci-install: $(etcd --version 2>/dev/null | head -n1) already present"
@@ -15,7 +17,6 @@ if command -v etcd >/dev/null 2>&1 && command -v etcdctl >/dev/null 2>&1; then
 fi
 
 start=$(date +%s)
-export DEBIAN_FRONTEND=noninteractive
 
 policy=/usr/sbin/policy-rc.d
 installed_policy=0
@@ -28,9 +29,9 @@ cleanup() { if [ "$installed_policy" = 1 ]; then rm -f "$policy"; fi; }
 trap cleanup EXIT
 
 # The package lists may be absent on a fresh machine.
-if ! apt-get install -y -q --no-install-recommends etcd-server etcd-client >/dev/null 2>&1; then
-  apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends \
+if ! apt_get install -y -q --no-install-recommends etcd-server etcd-client >/dev/null 2>&1; then
+  step "apt-get update" apt_get update -q >/dev/null
+  step "apt-get install etcd-server etcd-client" apt_get install -y -q --no-install-recommends \
     -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
     etcd-server etcd-client >/dev/null
 fi

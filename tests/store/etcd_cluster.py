@@ -186,6 +186,12 @@ class EtcdCluster:
             os.killpg(m.process.pid, sig)
             m.process.wait(timeout=10)
 
+    def freeze(self, index: int, frozen: bool = True) -> None:
+        """SIGSTOP one member (every request to it hangs), or SIGCONT it again."""
+        m = self.members[index]
+        if m.process is not None and m.process.poll() is None:
+            os.killpg(m.process.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+
     def restart(self, index: int) -> None:
         """Start a killed member again on its old data dir and ports."""
         m = self.members[index]

@@ -229,16 +229,19 @@ anyio.run(main)
 
 
 @pytest.mark.parametrize("mode", ["inotify", "stat"])
-def test_a_record_made_unreadable_is_reported_then_read_again(other_user: list[str], mode: str) -> None:
+def test_a_record_made_unreadable_is_reported_then_read_again(permission_bits_apply: list[str],
+                                                             mode: str) -> None:
     import shutil
     import tempfile
 
     base = Path(tempfile.mkdtemp(prefix="acperm.", dir="/tmp"))
     try:
-        uid = int(other_user[other_user.index("--reuid") + 1])
-        gid = int(other_user[other_user.index("--regid") + 1])
-        os.chown(base, uid, gid)
-        done = subprocess.run([*other_user, sys.executable, "-c", PERMISSION_CHILD, str(base / "root"), mode],
+        if permission_bits_apply:  # root: the child runs as the second user, in its own tree
+            uid = int(permission_bits_apply[permission_bits_apply.index("--reuid") + 1])
+            gid = int(permission_bits_apply[permission_bits_apply.index("--regid") + 1])
+            os.chown(base, uid, gid)
+        done = subprocess.run([*permission_bits_apply, sys.executable, "-c", PERMISSION_CHILD,
+                               str(base / "root"), mode],
                               capture_output=True, text=True, timeout=60, cwd=str(Path(__file__).parents[2]))
         assert done.returncode == 0, done.stderr
         first, hidden, back = json.loads(done.stdout)

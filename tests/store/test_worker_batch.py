@@ -198,7 +198,7 @@ def test_batch_needs_a_token(worker_server):
 
 def test_health_names_the_capabilities(worker_server):
     resp = httpx.get(worker_server.url + "/v1/health", timeout=15)
-    assert resp.json() == {"status": "ok", "capabilities": ["batch", "events"]}
+    assert resp.json() == {"status": "ok", "capabilities": ["batch", "events", "time"]}
 
 
 # ---- each op answers exactly what its single form answers ------------------------------

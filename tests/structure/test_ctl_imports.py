@@ -25,8 +25,12 @@ print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
 
+SUBCOMMAND = {"batch": "stop", "token": "provision", "fence": "check", "usage": "record",
+              "capacity": "show", "reservation": "show", "limit": "list"}
+
+
 def _words(name: str) -> list[str]:
-    return [name, "stop"] if name == "batch" else [name, "provision"] if name == "token" else [name]
+    return [name, SUBCOMMAND[name]] if name in SUBCOMMAND else [name]
 
 
 @pytest.mark.parametrize("name", sorted(cli.COMMANDS))

@@ -103,6 +103,19 @@ def test_claim_argument_lists_agent_coord_takes(argv: tuple[str, ...], values: d
     ("gc", ("--dry-run", "--include-archived"), "invalid option: --include-archived"),
 ])
 def test_refusals_in_agent_coord_words(label: str, argv: tuple[str, ...], message: str) -> None:
+    said = refusal(label, *argv)
+    # agent-coord's words, then (for an unknown option near a real one) our one-line hint.
+    assert said == message or (said.startswith(f"{message}; did you mean --") and said.endswith("?"))
+
+
+@pytest.mark.parametrize(("label", "argv", "message"), [
+    ("claim", ("--agnet-id", "a"), "invalid option: --agnet-id; did you mean --agent-id?"),
+    ("status", ("--jsn",), "invalid option: --jsn; did you mean --json?"),
+    ("heartbeat", ("--Stauts", "x"), "invalid option: --Stauts; did you mean --status?"),
+    ("claim", ("--zzzzzz",), "invalid option: --zzzzzz"),  # nothing near: no guess
+])
+def test_an_unknown_option_near_a_real_one_gets_a_did_you_mean(label: str, argv: tuple[str, ...],
+                                                               message: str) -> None:
     assert refusal(label, *argv) == message
 
 
@@ -176,6 +189,8 @@ def test_any_spelling_of_an_option_means_the_option(command: spec.Command, data:
             return problem.message.split(":")[0]
         except spec.HelpRequested:
             return "help"
+        except spec.Exit as refused:  # a group's own check (`--renew-every needs --keep-alive`)
+            return ("exit", refused.code)
 
     assert outcome(full) == outcome(other), (full, other)
 

@@ -21,8 +21,10 @@ def installed() -> Iterator[tuple[Path, Path]]:
     """(the venv's bin directory, an empty working directory outside the checkout)."""
     base = Path(tempfile.mkdtemp(prefix="acwh.", dir="/tmp"))
     dist = base / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist),
-                    str(REPO)], check=True, timeout=600, cwd=base)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(dist),
+                            str(REPO)], capture_output=True, text=True, timeout=600, cwd=base)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (base / "build.log").write_text(built.stdout + built.stderr)
     (wheel,) = dist.glob("agentcoord-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True, timeout=300)
     subprocess.run([str(base / "venv" / "bin" / "pip"), "install", "--quiet", str(wheel)],
@@ -31,6 +33,7 @@ def installed() -> Iterator[tuple[Path, Path]]:
     work.mkdir()
     yield base / "venv" / "bin", work
     shutil.rmtree(base, ignore_errors=True)
+    shutil.rmtree(REPO / "build", ignore_errors=True)  # pip's in-tree build directory
 
 
 def _ctl(installed: tuple[Path, Path], *args: str) -> subprocess.CompletedProcess[str]:
@@ -76,3 +79,30 @@ def test_the_mcp_server_ships_and_names_its_extra_when_missing(installed: tuple[
                             capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "pip install 'agentcoord[mcp]'" in result.stderr
+
+
+def test_the_build_warns_of_nothing_deprecated_or_left_out(installed: tuple[Path, Path]) -> None:
+    """The backend is pinned (pyproject's build-system) and its warnings are fixed at their
+    cause: `license` as an SPDX string, every data folder a listed package (issue 42)."""
+    log = (installed[0].parents[1] / "build.log").read_text()
+    assert "Deprecat" not in log and "is absent from the `packages` configuration" not in log
+
+
+def test_every_package_of_the_checkout_is_listed_and_the_templates_ship_once(
+        installed: tuple[Path, Path]) -> None:
+    import tomllib
+    import zipfile
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {str(d.relative_to(REPO)).replace("/", ".") for top in ("agentcoordd", "agentcoordctl",
+               "agentcoordmcp") for d in [REPO / top, *(REPO / top).rglob("*")]
+               if d.is_dir() and d.name != "__pycache__"}
+    assert on_disk <= listed
+    (wheel,) = (installed[0].parents[1] / "dist").glob("agentcoord-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    templates = sorted(n for n in names if n.endswith((".socket", ".service", ".plist")))
+    assert templates == ["agentcoord_service/launchd/dev.agentcoord.agentcoordd.plist",
+                         "agentcoord_service/systemd/agentcoordd.service",
+                         "agentcoord_service/systemd/agentcoordd.socket"]
+    assert sorted(p.relative_to(REPO / "service").as_posix() for p in (REPO / "service").rglob("*.*")
+                  if p.suffix not in (".py", ".pyc")) == [t.split("/", 1)[1] for t in templates]

@@ -12,7 +12,7 @@ from agentcoordd.coord import claims, heartbeats, telemetry
 from agentcoordd.coord.batches import register_batch
 from agentcoordd.coord.context import Ctx
 from agentcoordd.coord.events import record_event
-from agentcoordd.coord.health import health, prompt_drift
+from agentcoordd.coord.health import FIRST_HEARTBEAT_GRACE, health, prompt_drift
 from agentcoordd.model.identity import Identity
 from agentcoordd.store.local import LocalStore
 
@@ -80,15 +80,19 @@ async def test_records_without_machine_identity_warn(ctx: Ctx, root: Path) -> No
     assert result["exit_code"] == 1
 
 
-async def test_active_claim_without_matching_heartbeat_warns(ctx: Ctx) -> None:
+async def test_active_claim_without_matching_heartbeat_warns_after_the_grace(ctx: Ctx, clock) -> None:  # noqa: ANN001
     await _clean(ctx)
-    await claims.claim(ctx, agent_id="w-x", repo=REPO, target="9")  # no heartbeat at all
-    await claims.claim(ctx, agent_id="w-a", repo=REPO, target="8")  # w-a's heartbeat names #1
+    await claims.claim(ctx, agent_id="w-x", repo=REPO, target="9", ttl=3600)  # no heartbeat at all
+    await claims.claim(ctx, agent_id="w-a", repo=REPO, target="8", ttl=3600)  # w-a's names #1
+    clock.advance(seconds=FIRST_HEARTBEAT_GRACE - 1)  # the normal delay before a first beat
+    assert _signals(await health(ctx), "claim_without_heartbeat") == []
 
+    clock.advance(seconds=2)
     result = await health(ctx)
 
     flagged = sorted(w["target"] for w in _signals(result, "claim_without_heartbeat"))
     assert flagged == ["8", "9"]
+    assert _signals(await health(ctx, first_heartbeat_grace=3600), "claim_without_heartbeat") == []
 
 
 async def test_released_or_expired_claims_need_no_heartbeat(ctx: Ctx, clock) -> None:  # noqa: ANN001
@@ -151,10 +155,16 @@ def test_prompt_reservations_urls_of_other_repos_and_plain_numbers_are_not_drift
     assert prompt_drift(manifest) is None
 
 
-async def test_lanes_without_heartbeat_warn_but_terminal_lanes_do_not(ctx: Ctx) -> None:
+async def test_lanes_without_heartbeat_warn_but_terminal_pool_and_held_lanes_do_not(
+        ctx: Ctx, clock) -> None:  # noqa: ANN001
     await _batch(ctx, lanes=[{"name": "a", "owner": "w-a", "targets": ["1"]},
-                             {"name": "b", "owner": "w-b", "targets": ["2"], "terminal": "done"}])
-    await heartbeats.heartbeat(ctx, agent_id="w-other", batch_id="b1")
+                             {"name": "b", "owner": "w-b", "targets": ["2"], "terminal": "done"},
+                             {"name": "p", "owner": "pool", "pool": True, "targets": ["3"]},
+                             {"name": "h", "owner": "w-h", "targets": ["4"]}])
+    await heartbeats.heartbeat(ctx, agent_id="w-other", batch_id="b1", ttl=3600)
+    await claims.claim(ctx, agent_id="w-other", repo=REPO, target="4", batch_id="b1", ttl=3600)
+    assert _signals(await health(ctx), "lane_without_heartbeat") == []  # a batch just registered
+    clock.advance(seconds=FIRST_HEARTBEAT_GRACE)
 
     result = await health(ctx)
 
@@ -218,15 +228,27 @@ async def test_batch_scope_checks_only_that_batch(ctx: Ctx) -> None:
     assert result["exit_code"] == 0
 
 
-async def test_unreadable_state_is_exit_2(ctx: Ctx, root: Path) -> None:
+async def test_an_unreadable_record_is_a_warning_naming_it(ctx: Ctx, root: Path) -> None:
     await _clean(ctx)
     (root / "claims" / "o" / "r" / "3.json").write_text("{not json")
 
     result = await health(ctx)
 
-    assert result["verdict"] == "unknown"
-    assert result["exit_code"] == 2
+    assert (result["verdict"], result["exit_code"]) == ("warnings", 1)
     assert [u["path"] for u in result["unreadable"]] == ["claims/o/r/3.json"]
+    assert result["signals"]["unreadable_record"] == 1
+    [warning] = [w for w in result["warnings"] if w["signal"] == "unreadable_record"]
+    assert warning["path"] == "claims/o/r/3.json" and "invalid JSON" in warning["message"]
+
+
+async def test_an_unreadable_manifest_of_the_batch_asked_about_is_exit_2(ctx: Ctx, root: Path) -> None:
+    await _clean(ctx)
+    (root / "batches" / "b1.json").write_text("{not json")
+
+    result = await health(ctx, batch_id="b1")
+
+    assert (result["verdict"], result["exit_code"]) == ("unknown", 2)
+    assert "batches/b1.json" in result["errors"][0]
 
 
 async def test_stop_request_and_stopped_are_ordinary_events(ctx: Ctx) -> None:

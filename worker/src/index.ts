@@ -8,7 +8,11 @@
 //      rejected, whatever encoding carried it;
 //   3. a body that is not well-formed Unicode (invalid UTF-8, or a string
 //      holding a lone UTF-16 surrogate such as "\ud800") is refused with 400
-//      invalid_json: such a record cannot be read back by strict decoders.
+//      invalid_json: such a record cannot be read back by strict decoders;
+//   4. data nested deeper than 64 levels is refused with 413 too_deep (data
+//      over 256 KiB, 1 MiB under archive/, with 413 payload_too_large, as
+//      before): whatever this Worker accepts, every client reads
+//      (docs/backends.md, "Record bounds").
 //
 // Order of checks on /v1/state/<path>: auth (401) -> path grammar (400) ->
 // method (405) -> scope (403) -> request size (413) -> body (400) -> data
@@ -20,7 +24,8 @@
 // its single form would; GET /v1/events reads a batch's events (from the
 // `events` table that triggers on `state` keep, migration 0003) by
 // (at, event_id) cursor or as changes since a sequence number; the scheduled
-// handler prunes old tombstones and event deletion markers.
+// handler prunes old tombstones and event deletion markers; every response carries
+// the Worker's clock in X-Agentcoord-Time (Unix ms).
 //
 // A database still in the existing Worker's schema (not yet upgraded with
 // bin/upgrade-from-agent-coord, docs/worker-upgrade.md) answers 500
@@ -34,17 +39,26 @@ export interface Env {
 
 const MAX_PATH_BYTES = 512;
 const MAX_ARCHIVE_PATH_BYTES = 520;
+// Record bounds (agentcoordd/model/bounds.py, docs/backends.md "Record
+// bounds"): the same depth every agentcoord store reads with; the size caps of
+// the existing Worker's protocol, within the clients' 1 MiB. A record this
+// Worker accepts is one every client can read.
 const MAX_ACTIVE_DATA_BYTES = 256 * 1024;
 const MAX_ARCHIVE_DATA_BYTES = 1024 * 1024;
+const MAX_DATA_DEPTH = 64;
 const ENVELOPE_BYTES = 4096;
 const MAX_LIMIT = 1000;
 
 const SEG = "[A-Za-z0-9_.:-]+";
+const ADMISSION = "capacity_profiles|inboxes|lane_occupancies|capacity_reservations|capacity_holds";
 const RECORD_PATTERNS = [
   new RegExp(`^claims/${SEG}/${SEG}/${SEG}\\.json$`),
   new RegExp(`^heartbeats/${SEG}\\.json$`),
   new RegExp(`^batches/${SEG}\\.json$`),
   new RegExp(`^events/${SEG}/${SEG}\\.json$`),
+  // Admission records (docs/capacity.md): host limits and capacity reservations.
+  new RegExp(`^host_limits/${SEG}/${SEG}/${SEG}/${SEG}\\.json$`),
+  new RegExp(`^(?:${ADMISSION})/${SEG}/${SEG}\\.json$`),
 ];
 const PREFIX_PATTERNS = [
   /^claims$/,
@@ -54,6 +68,8 @@ const PREFIX_PATTERNS = [
   /^batches$/,
   /^events$/,
   new RegExp(`^events/${SEG}$`),
+  new RegExp(`^host_limits(?:/${SEG}){0,3}$`),
+  new RegExp(`^(?:${ADMISSION})(?:/${SEG})?$`),
 ];
 
 const encoder = new TextEncoder();
@@ -203,23 +219,30 @@ function precondition(request: Request, name: string): string | null {
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/** False when a string (or key) anywhere in `value` holds a lone surrogate. */
-function wellFormed(value: unknown): boolean {
-  const pending: unknown[] = [value];
+/**
+ * What is wrong with a record's data, walked without recursion: "invalid_json"
+ * when a string (or key) holds a lone surrogate, "too_deep" when arrays and
+ * objects nest more than MAX_DATA_DEPTH levels; null when neither.
+ */
+function dataProblem(value: unknown, maxDepth = MAX_DATA_DEPTH): "invalid_json" | "too_deep" | null {
+  const pending: [unknown, number][] = [[value, 0]];
   while (pending.length > 0) {
-    const item = pending.pop();
+    const [item, depth] = pending.pop()!;
     if (typeof item === "string") {
-      if (LONE_SURROGATE.test(item)) return false;
-    } else if (Array.isArray(item)) {
-      for (const child of item) pending.push(child);
+      if (LONE_SURROGATE.test(item)) return "invalid_json";
     } else if (item !== null && typeof item === "object") {
-      for (const [key, child] of Object.entries(item)) {
-        if (LONE_SURROGATE.test(key)) return false;
-        pending.push(child);
+      if (depth + 1 > maxDepth) return "too_deep";
+      if (Array.isArray(item)) {
+        for (const child of item) pending.push([child, depth + 1]);
+      } else {
+        for (const [key, child] of Object.entries(item)) {
+          if (LONE_SURROGATE.test(key)) return "invalid_json";
+          pending.push([child, depth + 1]);
+        }
       }
     }
   }
-  return true;
+  return null;
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
@@ -276,7 +299,8 @@ function dataCap(path: string): number {
  * as header values (null: absent): data checks, then the precondition.
  */
 function putOp(path: string, data: unknown, ifNoneMatch: string | null, ifMatch: string | null): Op | Answer {
-  if (!wellFormed(data)) return fail(400, "invalid_json");
+  const problem = dataProblem(data);
+  if (problem !== null) return fail(problem === "too_deep" ? 413 : 400, problem);
   const serialized = JSON.stringify(data);
   if (byteLength(serialized) > dataCap(path)) return fail(413, "payload_too_large");
   if (ifNoneMatch !== null) {
@@ -468,7 +492,8 @@ async function handleBatch(request: Request, env: Env, me: Machine): Promise<Res
   } catch {
     return error(400, "invalid_json");
   }
-  if (!wellFormed(body)) return error(400, "invalid_json");
+  // Lone surrogates anywhere; each put's data depth is its own op's answer (putOp).
+  if (dataProblem(body, Infinity) !== null) return error(400, "invalid_json");
   if (!isObject(body) || !Array.isArray(body.ops)) return error(400, "invalid_batch");
   const raws: unknown[] = body.ops;
   if (raws.length === 0 || raws.length > MAX_BATCH_OPS) return error(400, "invalid_batch");
@@ -682,7 +707,9 @@ async function route(request: Request, env: Env): Promise<Response> {
   // The raw pathname keeps percent-encoding; the runtime has already
   // resolved unencoded dot segments, which is why clients encode every `/`.
   const pathname = url.pathname;
-  if (pathname === "/v1/health") return json(200, { status: "ok", capabilities: ["batch", "events"] });
+  if (pathname === "/v1/health") {
+    return json(200, { status: "ok", capabilities: ["batch", "events", "time"] });
+  }
 
   const me = await authenticate(request, env);
   if (me instanceof Response) return me;
@@ -700,16 +727,26 @@ async function route(request: Request, env: Env): Promise<Response> {
   return error(404, "route_not_found");
 }
 
+// Every response carries the Worker's clock (Unix milliseconds): clients measure how far
+// their own is from it and refuse liveness decisions beyond a bound (docs/backends.md).
+const TIME_HEADER = "X-Agentcoord-Time";
+
+async function served(request: Request, env: Env): Promise<Response> {
+  try {
+    return await route(request, env);
+  } catch (failure) {
+    const message = failure instanceof Error ? failure.message : String(failure);
+    console.error(`agentcoord state API: ${message}`);
+    if (SCHEMA_MISSING.test(message)) return error(500, "schema_not_migrated");
+    return error(500, "internal_error");
+  }
+}
+
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
-    try {
-      return await route(request, env);
-    } catch (failure) {
-      const message = failure instanceof Error ? failure.message : String(failure);
-      console.error(`agentcoord state API: ${message}`);
-      if (SCHEMA_MISSING.test(message)) return error(500, "schema_not_migrated");
-      return error(500, "internal_error");
-    }
+    const response = await served(request, env);
+    response.headers.set(TIME_HEADER, String(Date.now()));
+    return response;
   },
   async scheduled(_controller: ScheduledController, env: Env): Promise<void> {
     await prune(env);

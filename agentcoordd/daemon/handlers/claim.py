@@ -18,7 +18,8 @@ from agentcoordd.daemon.services import Services
 
 async def handle(req: p.Claim, svc: Services, call: Call) -> p.Response:
     if req.keep_alive is not None:
-        keeper.check_flags(req.keep_alive, keeper.lane_ttl(req.keep_alive, claim=True))
+        keeper.check_flags(req.keep_alive, keeper.lane_ttl(req.keep_alive, claim=True),
+                           svc.leases.policy)
     resolved, ctx = await call.agent_write(req.agent_id)
     async with call.events_to_outbox(ctx, resolved):
         payload = await call.outcome(ctx, claim(
@@ -28,12 +29,21 @@ async def handle(req: p.Claim, svc: Services, call: Call) -> p.Response:
     return call.reply(payload)
 
 
+def token_notice(req: p.Claim | p.Takeover, payload: dict[str, Any], call: Call) -> None:
+    """A new grant's fencing token, for a caller reading text (--json: claim.fencing_token)."""
+    if not req.json_payload and payload["action"] != "renewed":
+        call.notices.append(f"fencing token {payload['claim'].get('fencing_token')}: pass it to "
+                            "what you write (--fencing-token, agentcoordctl fence check; "
+                            "docs/fencing.md)")
+
+
 async def claimed(req: p.Claim, svc: Services, call: Call, resolved: backends.Resolved, ctx: Ctx,
                   payload: dict[str, Any]) -> None:
     """What follows a claim (also `claim --next`'s): the stop notice, the blocked-lane
     warning, and with --keep-alive the lane's heartbeat and its renewal."""
     await svc.stop_notices.annotate(req, ctx, resolved.key, payload, call.notices)
     record = payload["claim"]
+    token_notice(req, payload, call)
     if record.get("batch_id"):  # a blocked lane's claim succeeds, with a warning
         call.warnings.extend(await blocked_claim_warnings(
             ctx, record["batch_id"], req.repo, req.target, req.agent_id))
@@ -49,7 +59,7 @@ async def claimed(req: p.Claim, svc: Services, call: Call, resolved: backends.Re
             meta=req.meta))
         ctx.undelivered.extend(beat_ctx.undelivered)
         ctx.written.extend(beat_ctx.written)  # its events notify too (daemon/notify.py)
-        payload["keep_alive"] = svc.keeper.register(
+        payload["keep_alive"] = await svc.keeper.register(
             req, resolved, ttl=ttl, repo=req.repo, target=req.target,
             batch_id=record.get("batch_id"), fence=Fence.of(record), warnings=call.warnings,
-            notices=call.notices)
+            notices=call.notices, lane=payload.get("lane"))

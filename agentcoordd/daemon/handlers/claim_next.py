@@ -13,7 +13,8 @@ from agentcoordd.daemon.services import Services
 
 async def handle(req: p.ClaimNext, svc: Services, call: Call) -> p.Response:
     if req.keep_alive is not None:
-        keeper.check_flags(req.keep_alive, keeper.lane_ttl(req.keep_alive, claim=True))
+        keeper.check_flags(req.keep_alive, keeper.lane_ttl(req.keep_alive, claim=True),
+                           svc.leases.policy)
     resolved, ctx = await call.agent_write(req.agent_id)
     # Concurrent claim --next callers share their survey (its reads and the batch's
     # classification); the claim CAS does not.
@@ -21,8 +22,7 @@ async def handle(req: p.ClaimNext, svc: Services, call: Call) -> p.Response:
     async with call.events_to_outbox(ctx, resolved):
         payload = await call.outcome(ctx, claim_next(
             ctx, batch_id=req.batch_id, agent_id=req.agent_id, branch=req.branch, ttl=req.ttl,
-            meta=req.meta, survey=survey, share=call.shared_results(resolved),
-            heartbeat_ttl=None if req.keep_alive is None else keeper.lane_ttl(req.keep_alive, claim=True)))
+            meta=req.meta, survey=survey, share=call.shared_results(resolved)))
         # From here it is the ordinary claim of the lane's target.
         taken = p.Claim(agent_id=req.agent_id, repo=payload["repo"], target=payload["target"],
                         batch_id=req.batch_id, branch=req.branch, ttl=req.ttl, meta=req.meta,

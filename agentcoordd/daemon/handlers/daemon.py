@@ -17,13 +17,16 @@ async def handle_version(req: p.Version, svc: Services, call: Call) -> p.Respons
 
 
 async def handle_config(req: p.ConfigShow, svc: Services, call: Call) -> p.Response:
-    # `notifications` is ours (additive): the machine's settings, secrets redacted.
-    return call.reply({**config_info(), "notifications": svc.notifier.current().describe()})
+    # `notifications` and `leases` are ours (additive): the machine's settings, secrets redacted.
+    return call.reply({**config_info(), "notifications": svc.notifier.current().describe(),
+                       "leases": svc.leases.current().describe()})
 
 
 async def handle_status(req: p.DaemonStatus, svc: Services, call: Call) -> p.Response:
     return call.reply({**svc.server.describe(), "backends": svc.pool.describe(),
                        "metrics_url": svc.dashboards.metrics_url(),
+                       "metrics_token_file": svc.dashboards.metrics_token_file(),
+                       "dashboard": svc.dashboards.describe(),
                        "feed": svc.feed.describe()})
 
 

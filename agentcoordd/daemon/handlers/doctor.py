@@ -87,7 +87,8 @@ async def handle(request: p.Doctor, svc: Services, call: Call) -> p.Response:
     budget = None
     if request.timeout is not None and request.timeout > REPORT_MARGIN * 2:
         budget = request.timeout - REPORT_MARGIN - 0.5
-    ctx = Ctx(store=store, clock=svc.clock, identity=identity)  # type: ignore[arg-type]
+    ctx = Ctx(store=store, clock=svc.clock, identity=identity,  # type: ignore[arg-type]
+              lease=svc.leases.policy)
     report = await checks.doctor(ctx, facts, deep=request.deep, prefixes=list(request.prefixes),
                                  client_version=request.client_version, budget=budget)
     warnings.extend(ctx.warnings)

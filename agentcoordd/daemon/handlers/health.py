@@ -10,4 +10,5 @@ from agentcoordd.daemon.services import Services
 
 async def handle(req: p.Health, svc: Services, call: Call) -> p.Response:
     return await call.use_case(health, write=False, batch_id=req.batch_id,
-                               unanswered_after=req.unanswered_after)
+                               unanswered_after=req.unanswered_after,
+                               first_heartbeat_grace=req.first_heartbeat_grace)

@@ -14,12 +14,13 @@ from agentcoordd.model.status import is_terminal
 async def handle(req: p.Heartbeat, svc: Services, call: Call) -> p.Response:
     ttl = keeper.lane_ttl(req.keep_alive, claim=False, heartbeat_ttl=req.ttl) if req.keep_alive else 0
     if req.keep_alive is not None:
-        keeper.check_flags(req.keep_alive, ttl)
+        keeper.check_flags(req.keep_alive, ttl, svc.leases.policy)
     resolved, ctx = await call.agent_write(req.agent_id)
     async with call.events_to_outbox(ctx, resolved):
         payload = await call.outcome(ctx, heartbeat(
             ctx, agent_id=req.agent_id, repo=req.repo, target=req.target, batch_id=req.batch_id,
-            branch=req.branch, status=req.status, ttl=req.ttl, meta=req.meta))
+            branch=req.branch, status=req.status, ttl=req.ttl, meta=req.meta,
+            fencing_token=req.fencing_token))
         await svc.stop_notices.annotate(req, ctx, resolved.key, payload, call.notices)
         beat = payload["heartbeat"]
         if is_terminal(beat.get("status")):
@@ -35,7 +36,7 @@ async def handle(req: p.Heartbeat, svc: Services, call: Call) -> p.Response:
                     f"keep-alive not registered: {repo}#{target} is held by {fence}, not "
                     f"{req.agent_id}; claim it first (or heartbeat without --repo/--target)")
             else:
-                payload["keep_alive"] = svc.keeper.register(
+                payload["keep_alive"] = await svc.keeper.register(
                     req, resolved, ttl=ttl, repo=repo, target=target,
                     batch_id=beat.get("batch_id"), fence=fence, warnings=call.warnings,
                     notices=call.notices)

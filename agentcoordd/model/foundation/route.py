@@ -64,3 +64,14 @@ def chip(projection: LaneRouteProjection) -> str:
     if projection.route is UNSET:
         return HIDDEN_CHIP
     return canonical_route(projection.route)
+
+
+def chip_text(value: object) -> str | None:
+    """The chip of a stored route value, None when absent or not a route (never guessed)."""
+    if value is None:
+        return None
+    try:
+        projection = msgspec.convert({"route": value}, LaneRouteProjection)
+    except msgspec.ValidationError:
+        return None
+    return None if projection.route is UNSET else canonical_route(projection.route)

@@ -109,3 +109,25 @@ def aggregate(records: list[UsageRecord]) -> dict[str, Any]:
             1 for r in records if any(is_unknown(getattr(r, m)) for m in METRICS)
         ),
     }
+
+
+def tiles(rows: Any) -> dict[str, Any] | None:
+    """A batch's usage tiles from the records stored with it (None: none reported).
+
+    Rows that do not hold to the contract are left out of the sums and counted
+    (`invalid_records`), so a hand-edited row never becomes a number it does not say.
+    """
+    if not isinstance(rows, list) or not rows:
+        return None
+    valid: list[UsageRecord] = []
+    for row in rows:
+        try:
+            valid.append(msgspec.convert(row, UsageRecord))
+        except (msgspec.ValidationError, ValueError):
+            continue
+    summary = aggregate(supersede(valid))
+    summary["currency"] = "USD"
+    summary["records"] = len(valid)
+    if len(valid) < len(rows):
+        summary["invalid_records"] = len(rows) - len(valid)
+    return summary
