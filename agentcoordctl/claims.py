@@ -83,7 +83,7 @@ def release(*, agent_id: str, repo: str, target: str, branch: str | None, handof
 
 FORCE = Opt("--force", "force", "flag",
             help="Act for an agent of another machine or session (recorded as forced_by in "
-            "the event: uid, pid, machine; docs/security.md).")
+            "the event: uid, pid, machine; agentcoordctl docs security).")
 
 
 COMMANDS = (

@@ -55,6 +55,7 @@ COMMANDS = {
     "reserve": "agentcoordctl.capacity",
     "reservation": "agentcoordctl.capacity",
     "limit": "agentcoordctl.limits",
+    "docs": "agentcoordctl.docs",
 }
 HELP_WORDS = ("-h", "--help", "help")
 # `agentcoordctl --version` is `agentcoordctl version` (what it prints, its exit code).

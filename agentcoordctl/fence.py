@@ -34,7 +34,7 @@ def check(*, repo: str, target: str, token: int, json: bool, selection: p.Select
 
 COMMANDS = (spec.Command(
     ("fence", "check"), "Is TOKEN the current grant of ISSUE_OR_PR? exit 0 yes, 3 superseded, "
-    "2 unknown (a guard for pushes, deploys and CI jobs: docs/fencing.md).",
+    "2 unknown (a guard for pushes, deploys and CI jobs: agentcoordctl docs fencing).",
     (REPO, TARGET,
      Opt("--token", "token", "int", default=REQUIRED, metavar="TOKEN",
          help="The fencing token your claim was granted (claim --json: claim.fencing_token)."),

@@ -89,7 +89,7 @@ COMMANDS = (spec.Command(
     "next due, lag, watched pid, state); `lanes stop --agent-id ID` ends one.",
     (Arg("action", "[stop]", "stop: end one agent's lane.", default=None), OPT_AGENT_ID, JSON,
      Opt("--force", "force", "flag", help="stop: lanes another machine or session registered "
-         "(recorded as forced_by in the lane's end event; docs/security.md).")),
+         "(recorded as forced_by in the lane's end event; agentcoordctl docs security).")),
     lanes),)
 
 

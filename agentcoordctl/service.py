@@ -307,7 +307,7 @@ def _check_env_file(path: Path, say: Callable[[str], None]) -> None:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:
         say(f"note: env file {path} does not exist yet; create it 0600 with AGENT_COORD_API_URL, "
-            "AGENT_COORD_API_TOKEN and AGENT_COORD_MACHINE_ID (see docs/service.md)")
+            "AGENT_COORD_API_TOKEN and AGENT_COORD_MACHINE_ID (agentcoordctl docs service)")
         return
     except OSError:
         return

@@ -18,9 +18,9 @@ GROUP_HELP = {
     "batch": "Batch control signals (stop requests).",
     "usage": "Usage reports: tokens and cost per model.",
     "token": "Provision, rotate or revoke a machine's credentials (runs here; no daemon).",
-    "capacity": "Capacity profiles, inboxes and lane occupancy for reservations (docs/capacity.md).",
-    "reservation": "Consume, release or show a capacity reservation (docs/capacity.md).",
-    "limit": "Report, clear or list usage limits of quota pools (docs/capacity.md).",
+    "capacity": "Capacity profiles, inboxes and lane occupancy for reservations (agentcoordctl docs capacity).",
+    "reservation": "Consume, release or show a capacity reservation (agentcoordctl docs capacity).",
+    "limit": "Report, clear or list usage limits of quota pools (agentcoordctl docs capacity).",
 }
 
 

@@ -41,7 +41,7 @@ class _Parser(argparse.ArgumentParser):
 def parse_args(argv: list[str] | None) -> tools.Config:
     parser = _Parser(
         prog="agentcoord-mcp",
-        description="The agentcoord coordination protocol as MCP tools over stdio (docs/mcp.md).")
+        description="The agentcoord coordination protocol as MCP tools over stdio (agentcoordctl docs mcp).")
     parser.add_argument("--agent-id", default=os.environ.get("AGENT_COORD_AGENT_ID") or None,
                         help="This agent's id, used by every call (default: $AGENT_COORD_AGENT_ID; "
                         "unset: each call passes agent_id).")

@@ -133,7 +133,8 @@ async def check_clock(ctx: Ctx, decision: str) -> None:
         raise OperationalError(
             f"{decision} refused: this machine's clock is {_apart(offset)} the backend's (bound "
             f"{bound:g}s), so its judgement of liveness would be a guess; coordination state "
-            "is UNKNOWN. Fix the clock (NTP) or raise max_clock_offset (docs/backends.md#clocks)")
+            "is UNKNOWN. Fix the clock (NTP) or raise max_clock_offset "
+            "(agentcoordctl docs backends, \"Clocks\")")
 
 
 def _apart(offset: Offset) -> str:
@@ -252,5 +253,5 @@ def bounded_ttl(ttl: int | None, default: int, policy: LeasePolicy, *, flag: str
         raise UsageError(
             f"{flag}{given} is longer than this machine's maximum lease of {policy.max_ttl}s "
             f"(max_claim_ttl in agentcoordd.toml or AGENT_COORD_MAX_CLAIM_TTL; "
-            "docs/keepalive.md#bounds)")
+            "agentcoordctl docs keepalive, \"Bounds\")")
     return ttl

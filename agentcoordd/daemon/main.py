@@ -49,8 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         choices=["debug", "info", "warning", "error"])
     parser.add_argument("--config", default=None, metavar="PATH",
                         help="the daemon's config file (default: $AGENT_COORD_DAEMON_CONFIG, "
-                        "$XDG_CONFIG_HOME/agentcoord/agentcoordd.toml; docs/notifications.md)")
-    limits = parser.add_argument_group("limits (docs/reliability.md)")
+                        "$XDG_CONFIG_HOME/agentcoord/agentcoordd.toml; agentcoordctl docs notifications)")
+    limits = parser.add_argument_group("limits (agentcoordctl docs reliability)")
     limits.add_argument("--max-connections", type=_positive(int), default=None, metavar="N",
                         help="concurrent client connections; more are refused (default 256)")
     limits.add_argument("--max-hello-bytes", type=_positive(int), default=None, metavar="N",
@@ -61,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     limits.add_argument("--max-buffered-bytes", type=_positive(int), default=None, metavar="N",
                         help="bytes of larger frames read at once across connections "
                         "(default 16777216)")
-    metrics = parser.add_argument_group("metrics (docs/metrics.md)")
+    metrics = parser.add_argument_group("metrics (agentcoordctl docs metrics)")
     metrics.add_argument("--metrics-port", type=_port, default=None, metavar="PORT",
                          help="serve /metrics (and the dashboard) on 127.0.0.1:PORT from the start "
                          f"(default: {METRICS_PORT_VAR} from the environment or the env file, else "

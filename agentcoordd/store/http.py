@@ -858,7 +858,7 @@ class HttpStore:
             return Unavailable(
                 f"backend failed: HTTP {status} (schema_not_migrated) from {where}: the Worker's "
                 "D1 database is not in its schema; run worker/bin/upgrade-from-agent-coord "
-                "(docs/worker-upgrade.md)"
+                "(agentcoordctl docs worker-upgrade)"
             )
         if status >= 500:
             shown = f" ({code})" if code != "unknown" else ""

@@ -66,6 +66,12 @@ def test_token_help_and_a_clear_refusal_without_a_worker_project(installed: tupl
     assert "Worker project (wrangler.toml) was not found" in refused.stderr
 
 
+def test_the_guides_ship_and_print_from_the_wheel(installed: tuple[Path, Path]) -> None:
+    result = _ctl(installed, "docs", "fencing")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (REPO / "docs" / "fencing.md").read_text()
+
+
 def test_the_demo_runs_from_the_wheel(installed: tuple[Path, Path]) -> None:
     result = _ctl(installed, "demo")
     assert result.returncode == 0, result.stderr

@@ -34,7 +34,7 @@ def token_notice(req: p.Claim | p.Takeover, payload: dict[str, Any], call: Call)
     if not req.json_payload and payload["action"] != "renewed":
         call.notices.append(f"fencing token {payload['claim'].get('fencing_token')}: pass it to "
                             "what you write (--fencing-token, agentcoordctl fence check; "
-                            "docs/fencing.md)")
+                            "agentcoordctl docs fencing)")
 
 
 async def claimed(req: p.Claim, svc: Services, call: Call, resolved: backends.Resolved, ctx: Ctx,
