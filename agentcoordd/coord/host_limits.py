@@ -65,7 +65,7 @@ async def report(ctx: Ctx, *, workspace: str, quota_host: str, scope: str,
         raise UsageError(f"invalid --source {source!r} (one of {', '.join(SOURCES)})")
     now = ctx.clock.now()
     record: dict[str, Any] = {
-        "schema_version": 1, "workspace": workspace, "machine": _machine(ctx),
+        "schema_version": 1, "workspace": ids.workspace_id(workspace), "machine": _machine(ctx),
         "quota_host": _quota_id(quota_host, "quota host"), "scope": _quota_id(scope, "scope"),
         "status": "active", "observed_at": format_ts(now), "resets_at": None, "source": source}
     if resets_at is not None:

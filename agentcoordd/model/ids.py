@@ -67,13 +67,15 @@ WANT = {
     "event-id": "an event id as `events` prints it",
     "lane": f"{_SEGMENT_RULE}, e.g. api",
     "repo": "owner/name, e.g. acme/widgets",
+    "workspace": f"{_SEGMENT_RULE}, e.g. default",
 }
 
 
 def invalid(kind: str, value: object, subject: str | None = None) -> UsageError:
     """`invalid KIND: VALUE (want …)`: agent-coord's first words, then what is accepted."""
     words = f"invalid {subject or kind}: {shown(str(value))}"
-    return UsageError(f"{words} (want {WANT[kind]})", words=words)
+    # Any other id (an admission record's key, say) is a path segment.
+    return UsageError(f"{words} (want {WANT.get(kind, _SEGMENT_RULE)})", words=words)
 
 
 def _segment(kind: str, value: object) -> str:

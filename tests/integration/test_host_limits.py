@@ -115,6 +115,12 @@ def test_bad_limit_input_is_one_line_and_exit_1(daemon: Daemon) -> None:
         assert len(lines) == 1 and line in lines[0], lines
     unknown = daemon.ctl("limit", "clear", "--quota-host", "p", "--scope", "s", env=A)
     assert unknown.returncode == 1 and "no host limit recorded" in unknown.stderr.decode()
+    # The CLI fuzzer's find: an invalid workspace was a daemon internal error (exit 2).
+    for args in (["list"], ["report", "--quota-host", "p", "--scope", "s", "--reset-unknown"]):
+        done = daemon.ctl("limit", *args, "--workspace", "", env=A)
+        lines = done.stderr.decode().strip().splitlines()
+        assert done.returncode == 1 and len(lines) == 1, lines
+        assert lines[0].startswith("invalid workspace:  (want letters"), lines
 
 
 def test_status_projects_host_limits_in_full_and_batch_scope(daemon: Daemon) -> None:

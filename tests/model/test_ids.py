@@ -118,6 +118,22 @@ def test_error_messages_start_with_the_existing_tools_and_say_what_is_accepted(c
     assert str(excinfo.value) == f"{message} (want {want[check]})"
 
 
+@pytest.mark.parametrize("check", [
+    ids.workspace_id,
+    lambda value: ids.admission_prefix("host_limits", value),
+    lambda value: ids.admission_path("host_limits", "default", "m1", value, "s"),
+    lambda value: ids.admission_path("capacity_reservations", "default", value),
+], ids=["workspace", "admission-prefix", "host-limit-key", "reservation-key"])
+@pytest.mark.parametrize("value", ["", "../x", "a/b"])
+def test_every_invalid_id_is_a_usage_error_saying_what_is_accepted(check, value):
+    """Found by the CLI fuzzer: `limit list --workspace ''` was a daemon internal error
+    (exit 2), the message table had no entry for workspaces or admission keys."""
+    with pytest.raises(UsageError) as excinfo:
+        check(value)
+    assert excinfo.value.exit_code == EXIT_USAGE
+    assert str(excinfo.value).startswith("invalid ") and "(want letters, digits" in str(excinfo.value)
+
+
 def test_hostile_value_is_escaped_and_shortened_in_the_message():
     with pytest.raises(UsageError) as excinfo:
         ids.agent_id("x" * 10_240 + "\n")
