@@ -54,7 +54,7 @@ def docs(*, topic: str | None, json: bool) -> None:
 
 
 COMMANDS = (
-    spec.Command(("docs",), "The operations guides (fencing, capacity, security, ...): a list, "
+    spec.Command(("docs",), "The operations guides (fencing, capacity, security and more): a list, "
                  "or one guide's text.",
                  (Arg("topic", "[TOPIC]", "A guide's name, as the list shows it.", default=None),
                   JSON), docs),
