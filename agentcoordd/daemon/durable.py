@@ -74,6 +74,10 @@ class Saves(Generic[T]):
         self._done = anyio.Event()  # set (and replaced) whenever a save finishes
         self._waiters = 0
         self._running = False  # run() is serving; else durable() saves by itself
+        # One save at a time: a durable() that saves by itself (run() not started yet, or
+        # stopped) could otherwise race run()'s own save of the same file, and the older
+        # snapshot could land last while `saved` claims the newer one.
+        self._writing = anyio.Lock()
 
     def changed(self) -> None:
         self.generation += 1
@@ -108,13 +112,16 @@ class Saves(Generic[T]):
         self.saved = generation
 
     async def _save_here(self) -> None:
-        generation = self.generation
-        try:
-            await anyio.to_thread.run_sync(self.write, self.snapshot())
-        except (OSError, ValueError) as exc:
-            self._log(exc)
-            raise state_dir_error(self.directory, self.what, _os_error(exc)) from None
-        self.saved = max(self.saved, generation)
+        async with self._writing:
+            generation = self.generation
+            if self.saved >= generation:
+                return
+            try:
+                await anyio.to_thread.run_sync(self.write, self.snapshot())
+            except (OSError, ValueError) as exc:
+                self._log(exc)
+                raise state_dir_error(self.directory, self.what, _os_error(exc)) from None
+            self.saved = max(self.saved, generation)
 
     async def run(self) -> None:
         self._running = True
@@ -130,16 +137,17 @@ class Saves(Generic[T]):
             if self.saved == self.generation:
                 await self._wake.wait()
             self._wake = anyio.Event()
-            generation = self.generation
-            started = anyio.current_time()
-            try:
-                await anyio.to_thread.run_sync(self.write, self.snapshot())
-            except (OSError, ValueError) as exc:
-                self.error = _os_error(exc)
-                self._log(exc)
-            else:
-                self.error = None
-                self.saved = max(self.saved, generation)
+            async with self._writing:
+                generation = self.generation
+                started = anyio.current_time()
+                try:
+                    await anyio.to_thread.run_sync(self.write, self.snapshot())
+                except (OSError, ValueError) as exc:
+                    self.error = _os_error(exc)
+                    self._log(exc)
+                else:
+                    self.error = None
+                    self.saved = max(self.saved, generation)
             self._attempted = generation
             done, self._done = self._done, anyio.Event()
             done.set()
